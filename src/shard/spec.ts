@@ -1,0 +1,127 @@
+/**
+ * The two user-facing configuration values that describe sharding: which
+ * resources are sharded (and by which key), and where a replica's ranges come
+ * from. Shared by the proxy's flags and the webhook's annotations, so both
+ * accept and refuse exactly the same text.
+ */
+import { ConfigError, SelectorSyntaxError } from "../errors.ts";
+import { normalize, shardRange, type Range } from "./range.ts";
+import { parseSelector, type ShardKey } from "./selector.ts";
+
+export interface ShardedResource {
+  /** Plural resource name, e.g. `pods`. */
+  readonly resource: string;
+  /** API group; `""` for the core group. */
+  readonly group: string;
+  readonly key: ShardKey;
+}
+
+export type ShardSpec =
+  | { readonly mode: "ring" }
+  | { readonly mode: "index"; readonly index: number; readonly count: number }
+  | { readonly mode: "ordinal"; readonly count: number }
+  | { readonly mode: "selector"; readonly key: ShardKey; readonly ranges: readonly Range[] };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+// Upper bound on N keeps `i/N` arithmetic and the selector (one range per
+// replica at worst) far below CEL's 100k code point limit.
+const MAX_SHARDS = 4096;
+
+/**
+ * Parses `pods, configmaps=namespace, releases.convoy.kumodo.io`.
+ * Throws {@link ConfigError} naming `flag` and the offending entry.
+ */
+export function parseResources(value: string, flag = "--resources"): ShardedResource[] {
+  const fail = (why: string): never => {
+    throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: ${why}`);
+  };
+  const entries = value.split(",").map((s) => s.trim());
+  if (value.trim() === "") fail("at least one resource is required, e.g. pods,configmaps=namespace");
+  const out: ShardedResource[] = [];
+  const seen = new Set<string>();
+  for (const entry of entries) {
+    if (entry === "") fail("empty entry (doubled or trailing comma)");
+    const [name, key = "uid", ...rest] = entry.split("=").map((s) => s.trim());
+    if (rest.length > 0) fail(`entry ${JSON.stringify(entry)} has more than one '='`);
+    if (key !== "uid" && key !== "namespace") fail(`entry ${JSON.stringify(entry)}: key must be uid or namespace, got ${JSON.stringify(key)}`);
+    const [resource = "", ...groupParts] = (name ?? "").split(".");
+    const group = groupParts.join(".");
+    if (!DNS_LABEL.test(resource)) fail(`entry ${JSON.stringify(entry)}: ${JSON.stringify(resource)} is not a lowercase plural resource name`);
+    if (group !== "" && !group.split(".").every((p) => DNS_LABEL.test(p))) fail(`entry ${JSON.stringify(entry)}: ${JSON.stringify(group)} is not a valid API group`);
+    const id = `${resource}.${group}`;
+    if (seen.has(id)) fail(`${JSON.stringify(name)} is listed twice`);
+    seen.add(id);
+    out.push({ resource, group, key: key as ShardKey });
+  }
+  return out;
+}
+
+/**
+ * Parses `ring`, `i/N`, `ordinal/N`, or a shard selector.
+ * Throws {@link ConfigError} naming `flag` and the value.
+ */
+export function parseShardSpec(value: string, flag = "--shards"): ShardSpec {
+  const v = value.trim();
+  const fail = (why: string, cause?: unknown): never => {
+    throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: ${why}`, { cause });
+  };
+  if (v === "ring") return { mode: "ring" };
+  const m = /^(\d+|ordinal)\/(\d+)$/.exec(v);
+  if (m) {
+    const count = Number(m[2]);
+    if (count < 1 || count > MAX_SHARDS) fail(`N must be between 1 and ${MAX_SHARDS}`);
+    if (m[1] === "ordinal") return { mode: "ordinal", count };
+    const index = Number(m[1]);
+    if (index >= count) fail(`index ${index} must be less than N (${count})`);
+    return { mode: "index", index, count };
+  }
+  if (v.includes("shardRange")) {
+    try {
+      const sel = parseSelector(v);
+      return { mode: "selector", key: sel.key, ranges: normalize(sel.ranges) };
+    } catch (e) {
+      if (e instanceof SelectorSyntaxError) fail(e.message, e);
+      throw e;
+    }
+  }
+  return fail("expected ring, i/N (e.g. 0/3), ordinal/N, or a shardRange(...) selector");
+}
+
+/** StatefulSet pods are named `<set>-<ordinal>`. */
+export function ordinalOf(podName: string): number | undefined {
+  const m = /-(\d+)$/.exec(podName);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * The fixed ranges of a static spec. `podName` is needed for `ordinal/N`.
+ * Returns `undefined` for ring mode, whose ranges come from the ring.
+ */
+export function staticRanges(spec: ShardSpec, podName?: string): readonly Range[] | undefined {
+  switch (spec.mode) {
+    case "ring":
+      return undefined;
+    case "index":
+      return [shardRange(spec.index, spec.count)];
+    case "selector":
+      return spec.ranges;
+    case "ordinal": {
+      const ord = podName === undefined ? undefined : ordinalOf(podName);
+      if (ord === undefined) throw new ConfigError("--shards", `ordinal/${spec.count} needs a StatefulSet pod name ending in -<ordinal>, got ${JSON.stringify(podName ?? "")}`);
+      if (ord >= spec.count) throw new ConfigError("--shards", `pod ordinal ${ord} is not below N (${spec.count}) in ordinal/${spec.count}`);
+      return [shardRange(ord, spec.count)];
+    }
+  }
+}
+
+/** Identity used to rename per-shard leader-election locks in static modes. */
+export function shardIdentity(spec: ShardSpec, podName?: string): string | undefined {
+  switch (spec.mode) {
+    case "index":
+      return String(spec.index);
+    case "ordinal":
+      return podName === undefined ? undefined : String(ordinalOf(podName));
+    default:
+      return undefined;
+  }
+}
