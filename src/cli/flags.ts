@@ -1,0 +1,40 @@
+/**
+ * Flag parsing shared by every command: node:util's parseArgs in strict mode,
+ * with its errors turned into a {@link UsageError} that names the flag, so
+ * every command exits 2 with the same kind of message.
+ */
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ConfigError } from "../errors.ts";
+
+export class UsageError extends ConfigError {}
+
+type Options = NonNullable<ParseArgsConfig["options"]>;
+
+export function parseFlags<O extends Options>(argv: readonly string[], options: O, allowPositionals = false) {
+  try {
+    return parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals });
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    const flag = /'(-[^' ]+)/.exec(msg)?.[1] ?? "argument";
+    throw new UsageError(flag, msg.replace(/\. To specify a positional argument.*$/, ""), { cause: e });
+  }
+}
+
+/** Parses a positive integer flag value, naming the flag on failure. */
+export function intFlag(flag: string, value: string | undefined, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < min || n > max) {
+    throw new UsageError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected an integer from ${min} to ${max}`);
+  }
+  return n;
+}
+
+/** Parses a duration like `500ms`, `10s`, `2m` into milliseconds. */
+export function durationFlag(flag: string, value: string | undefined, fallbackMs: number): number {
+  if (value === undefined) return fallbackMs;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(value);
+  if (!m) throw new UsageError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected a duration like 500ms, 10s or 2m`);
+  const unit = m[2] === "ms" ? 1 : m[2] === "s" ? 1000 : 60_000;
+  return Number(m[1]) * unit;
+}

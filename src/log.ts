@@ -1,0 +1,36 @@
+/**
+ * Logger construction. Redaction lives here, once: a controller's bearer token
+ * passes through the proxy on every request and must never reach a log line.
+ */
+import { pino, type Logger, type DestinationStream } from "pino";
+
+export type { Logger };
+
+const REDACT = [
+  "authorization",
+  "Authorization",
+  "*.authorization",
+  "*.Authorization",
+  "*.headers.authorization",
+  "*.headers.Authorization",
+  "req.headers.authorization",
+  "token",
+  "*.token",
+];
+
+export function createLogger(opts: { level?: string; name?: string; destination?: DestinationStream } = {}): Logger {
+  return pino(
+    {
+      name: opts.name ?? "shardcar",
+      level: opts.level ?? "info",
+      redact: { paths: REDACT, censor: "[REDACTED]" },
+      base: undefined,
+    },
+    opts.destination,
+  );
+}
+
+/** A logger that drops everything; for tests and benchmarks. */
+export function silentLogger(): Logger {
+  return pino({ level: "silent" });
+}
