@@ -1,9 +1,11 @@
 import type { Command } from "../command.ts";
 import { hashCommand } from "./hash.ts";
+import { proxyCommand } from "./proxy.ts";
 import { rangesCommand } from "./ranges.ts";
 
 /** Every subcommand, in the order `shardcar --help` lists them. Add one line per command. */
 export const COMMANDS: readonly Command[] = [
+  proxyCommand,
   hashCommand,
   rangesCommand,
 ];

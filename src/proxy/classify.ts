@@ -1,0 +1,98 @@
+/**
+ * Request classification: which requests get the sharding treatment.
+ *
+ * Only collection LIST and WATCH of a configured resource are sharded.
+ * Everything else (single-object GET, writes, subresources, discovery,
+ * unconfigured resources, exec/attach/port-forward upgrades) passes through
+ * untouched. A pure function of method, URL and configuration.
+ */
+import type { ShardedResource } from "../shard/spec.ts";
+
+export type PassthroughReason =
+  | "method"
+  | "not-resource-path"
+  | "not-sharded"
+  | "single-object"
+  | "subresource";
+
+export interface ResourceRequest {
+  readonly resource: ShardedResource;
+  /** `""` for the core group. */
+  readonly group: string;
+  readonly version: string;
+  /** Set for namespaced URLs. */
+  readonly namespace?: string;
+  /** The path as the controller sent it (without `/watch/` for legacy watches). */
+  readonly path: string;
+  readonly query: URLSearchParams;
+}
+
+export type Classification =
+  | { readonly kind: "passthrough"; readonly reason: PassthroughReason }
+  | ({ readonly kind: "list" } & ResourceRequest)
+  | ({ readonly kind: "watch"; readonly legacyPath: boolean } & ResourceRequest);
+
+/** Index of sharded resources by `group/resource`. */
+export type ResourceIndex = ReadonlyMap<string, ShardedResource>;
+
+export function indexResources(resources: readonly ShardedResource[]): ResourceIndex {
+  return new Map(resources.map((r) => [`${r.group}/${r.resource}`, r]));
+}
+
+const PASS = (reason: PassthroughReason): Classification => ({ kind: "passthrough", reason });
+
+function isWatchParam(v: string | null): boolean {
+  return v === "1" || v === "true";
+}
+
+/**
+ * Classifies one request. `url` is the request target as received
+ * (path plus raw query).
+ */
+export function classify(method: string, url: string, index: ResourceIndex): Classification {
+  if (method !== "GET") return PASS("method");
+  const q = url.indexOf("?");
+  const rawPath = q === -1 ? url : url.slice(0, q);
+  const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1));
+  const parts = rawPath.split("/").filter((p) => p !== "");
+
+  let group: string;
+  let version: string;
+  let rest: string[];
+  if (parts[0] === "api" && parts.length >= 2) {
+    group = "";
+    version = parts[1] as string;
+    rest = parts.slice(2);
+  } else if (parts[0] === "apis" && parts.length >= 3) {
+    group = parts[1] as string;
+    version = parts[2] as string;
+    rest = parts.slice(3);
+  } else {
+    return PASS("not-resource-path");
+  }
+
+  let legacyWatch = false;
+  if (rest[0] === "watch") {
+    legacyWatch = true;
+    rest = rest.slice(1);
+  }
+
+  let namespace: string | undefined;
+  // `namespaces/<ns>/<resource>...` is namespaced; `namespaces` or
+  // `namespaces/<name>` alone is the namespaces resource itself.
+  if (rest[0] === "namespaces" && rest.length >= 3) {
+    namespace = decodeURIComponent(rest[1] as string);
+    rest = rest.slice(2);
+  }
+  const resourceName = rest[0];
+  if (resourceName === undefined) return PASS("not-resource-path");
+  const resource = index.get(`${group}/${resourceName}`);
+  if (resource === undefined) return PASS("not-sharded");
+  if (rest.length === 2) return PASS("single-object");
+  if (rest.length > 2) return PASS("subresource");
+
+  const base = { resource, group, version, path: rawPath.replace("/watch/", "/"), query };
+  const withNs = namespace === undefined ? base : { ...base, namespace };
+  if (legacyWatch || isWatchParam(query.get("watch"))) return { kind: "watch", legacyPath: legacyWatch, ...withNs };
+  return { kind: "list", ...withNs };
+}

@@ -1,0 +1,135 @@
+/**
+ * Assembles a running proxy: the loopback listener (HTTP or TLS), the admin
+ * listener, metrics and the {@link ShardProxy} handler. Used by
+ * `shardcar proxy`, the demo, and end-to-end tests alike.
+ */
+import { createServer as createHttpServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
+import { ConfigError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { ShardedResource } from "../shard/spec.ts";
+import { formatBound } from "../shard/hash.ts";
+import { createAdminServer, type ReadinessCheck } from "./admin.ts";
+import { ProxyMetrics } from "./metrics.ts";
+import type { OwnershipSource } from "./ownership.ts";
+import { ShardProxy, type FallbackPolicy } from "./server.ts";
+import type { Upstream } from "./upstream.ts";
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface ProxyConfig {
+  readonly listen: ListenAddress;
+  readonly admin?: ListenAddress;
+  readonly tls?: { readonly key: string; readonly cert: string };
+  readonly upstream: Upstream;
+  readonly resources: readonly ShardedResource[];
+  readonly ownership: OwnershipSource;
+  readonly fallback: FallbackPolicy;
+  readonly logger: Logger;
+  readonly registry?: Registry;
+  readonly readiness?: readonly ReadinessCheck[];
+  readonly bookmarkIntervalMs?: number;
+  readonly relistJitterMs?: number;
+  readonly maxItemBytes?: number;
+}
+
+export interface RunningProxy {
+  /** e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  readonly adminUrl: string | undefined;
+  readonly proxy: ShardProxy;
+  readonly metrics: ProxyMetrics;
+  /** Stops both listeners and ends open watches. Idempotent. */
+  close(): Promise<void>;
+}
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** Parses `host:port`; `[::1]:7443` for IPv6. */
+export function parseListen(flag: string, value: string): ListenAddress {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value);
+  const port = Number(m?.[3]);
+  if (!m || port > 65535) throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected host:port, e.g. 127.0.0.1:7443`);
+  return { host: m[1] ?? (m[2] === "" ? "0.0.0.0" : (m[2] ?? "0.0.0.0")), port };
+}
+
+function listen(server: Server, addr: ListenAddress): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(addr.port, addr.host, () => {
+      server.off("error", reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
+  // The proxy carries the controller's credentials; it must never be
+  // reachable from outside the pod (design.md: must).
+  if (!LOOPBACK_HOSTS.has(cfg.listen.host)) {
+    throw new ConfigError("--listen", `the proxy listens on loopback only; ${JSON.stringify(cfg.listen.host)} is not a loopback address`);
+  }
+  const registry = cfg.registry ?? new Registry();
+  const metrics = new ProxyMetrics(registry);
+  const proxy = new ShardProxy({
+    upstream: cfg.upstream,
+    resources: cfg.resources,
+    ownership: cfg.ownership,
+    fallback: cfg.fallback,
+    logger: cfg.logger,
+    metrics,
+    ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),
+    ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
+    ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
+  });
+  const server = cfg.tls === undefined ? createHttpServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
+  // Watches are long-lived; node's default request timeout would cut them.
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+  server.keepAliveTimeout = 120_000;
+  server.on("upgrade", proxy.handleUpgrade);
+  const addr = await listen(server, cfg.listen);
+  let admin: Server | undefined;
+  let adminUrl: string | undefined;
+  if (cfg.admin !== undefined) {
+    admin = createAdminServer({
+      registry,
+      readiness: cfg.readiness ?? [],
+      debug: () => ({
+        generation: cfg.ownership.current().generation,
+        ranges: cfg.ownership.current().ranges.map((r) => ({ start: formatBound(r.start), end: formatBound(r.end) })),
+        resources: Object.fromEntries(proxy.stats()),
+      }),
+    });
+    const a = await listen(admin, cfg.admin);
+    adminUrl = `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`;
+  }
+  const scheme = cfg.tls === undefined ? "http" : "https";
+  const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  let closed: Promise<void> | undefined;
+  return {
+    url: `${scheme}://${host}:${addr.port}`,
+    adminUrl,
+    proxy,
+    metrics,
+    close() {
+      closed ??= (async () => {
+        proxy.close();
+        await Promise.all([closeServer(server), admin === undefined ? Promise.resolve() : closeServer(admin)]);
+      })();
+      return closed;
+    },
+  };
+}

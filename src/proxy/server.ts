@@ -1,0 +1,414 @@
+/**
+ * The shard proxy: an HTTP handler that sits between one controller and the
+ * apiserver. Sharded LIST and WATCH requests are rewritten with the pod's
+ * selector and their responses filtered whenever the server did not;
+ * everything else passes through http-proxy-3 untouched.
+ *
+ * Upstream requests always end when the controller goes away: a watch whose
+ * client left must not stay open upstream (design.md, data path §1).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex, Transform } from "node:stream";
+import { pipeline } from "node:stream";
+import { createProxyServer, type ProxyServer } from "http-proxy-3";
+import type { Logger } from "../log.ts";
+import { HashMatcher, ratio, type Range } from "../shard/range.ts";
+import type { ShardedResource } from "../shard/spec.ts";
+import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
+import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+import type { Ownership, OwnershipSource } from "./ownership.ts";
+import { RelistTracker } from "./relist.ts";
+import { rewriteQuery } from "./rewrite.ts";
+import { createJsonListFilter } from "./scan/json-list-filter.ts";
+import { createJsonWatchFilter } from "./scan/json-watch-filter.ts";
+import { createProtoListFilter } from "./scan/proto-list-filter.ts";
+import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
+import type { ListFilterStats, WatchFilterStats } from "./scan/stats.ts";
+import { sendStatus } from "./status.ts";
+import { watchErrorEvent } from "./watch-error.ts";
+import type { Upstream } from "./upstream.ts";
+
+export type FallbackPolicy = "filter" | "fail";
+
+export interface ShardProxyOptions {
+  readonly upstream: Upstream;
+  readonly resources: readonly ShardedResource[];
+  readonly ownership: OwnershipSource;
+  readonly fallback: FallbackPolicy;
+  readonly logger: Logger;
+  readonly metrics: ProxyMetrics;
+  /** Minimum gap between synthetic bookmarks on one watch. Default 1 s. */
+  readonly bookmarkIntervalMs?: number;
+  /** Forced relists after a range change are spread over this window. Default 0. */
+  readonly relistJitterMs?: number;
+  /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
+  readonly maxItemBytes?: number;
+  /**
+   * With fallback=fail, how much of a list without shardInfo is held back
+   * while deciding whether the server filtered it. Default 64 MiB.
+   */
+  readonly failBufferBytes?: number;
+  readonly random?: () => number;
+}
+
+/** Per-resource tallies, for the demo, the debug endpoint and tests. */
+export interface ResourceStats {
+  lists: number;
+  watches: number;
+  upstreamBytes: number;
+  clientBytes: number;
+  itemsKept: number;
+  itemsDropped: number;
+  eventsPassed: number;
+  eventsDropped: number;
+  syntheticBookmarks: number;
+  forcedRelists: number;
+  errors: number;
+  lastVerdict?: "confirmed" | "inferred" | "no";
+}
+
+interface ShardedState {
+  readonly kind: "list" | "watch";
+  readonly request: ResourceRequest;
+  readonly ranges: readonly Range[];
+  readonly sentSelector: string | undefined;
+  readonly generation: number;
+  readonly query: URLSearchParams;
+}
+
+interface OpenWatch {
+  readonly resource: string;
+  readonly generation: number;
+  terminate(message: string): void;
+}
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "trailer"]);
+
+function resourceId(r: ShardedResource): string {
+  return r.group === "" ? r.resource : `${r.resource}.${r.group}`;
+}
+
+function isTrue(v: string | null): boolean {
+  return v === "true" || v === "1";
+}
+
+export class ShardProxy {
+  readonly #opts: ShardProxyOptions;
+  readonly #index: ResourceIndex;
+  readonly #passthrough: ProxyServer;
+  readonly #sharded: ProxyServer;
+  readonly #state = new WeakMap<IncomingMessage, ShardedState>();
+  readonly #watches = new Set<OpenWatch>();
+  readonly #stats = new Map<string, ResourceStats>();
+  readonly #relists: RelistTracker;
+  readonly #unsubscribe: () => void;
+  #closed = false;
+
+  constructor(opts: ShardProxyOptions) {
+    this.#opts = opts;
+    this.#index = indexResources(opts.resources);
+    const common = { target: opts.upstream.url.href, agent: opts.upstream.agent, changeOrigin: true, secure: true, xfwd: false };
+    this.#passthrough = createProxyServer({ ...common, ws: true });
+    this.#sharded = createProxyServer({ ...common, selfHandleResponse: true });
+    for (const p of [this.#passthrough, this.#sharded]) {
+      p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
+        opts.logger.warn({ err: err.message }, "upstream request failed");
+        if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
+        else res.destroy();
+      });
+    }
+    this.#sharded.on("proxyReq", (proxyReq, req) => {
+      // The proxy must be able to read the body; it never inflates gzip.
+      proxyReq.removeHeader("accept-encoding");
+      const accept = filterableAccept(req.headers.accept);
+      if (accept !== undefined) proxyReq.setHeader("accept", accept);
+    });
+    this.#sharded.on("proxyRes", (proxyRes, req, res) => this.#onShardedResponse(proxyRes, req, res));
+    this.#relists = new RelistTracker((g) => {
+      opts.logger.info({ generation: g }, "every watched resource relisted under the new ranges");
+      opts.ownership.markApplied?.(g);
+    });
+    this.#onOwnership(opts.ownership.current(), undefined);
+    this.#unsubscribe = opts.ownership.subscribe((next, prev) => this.#onOwnership(next, prev));
+  }
+
+  /** Per-resource tallies since start. */
+  stats(): ReadonlyMap<string, Readonly<ResourceStats>> {
+    return this.#stats;
+  }
+
+  /** Node `request` handler. */
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const cls = classify(req.method ?? "GET", req.url ?? "/", this.#index);
+    if (cls.kind === "passthrough") {
+      this.#opts.metrics.requests.inc({ class: "passthrough", resource: "" });
+      this.#passthrough.web(req, res);
+      return;
+    }
+    const id = resourceId(cls.resource);
+    const stats = this.#statsFor(id);
+    this.#opts.metrics.requests.inc({ class: cls.kind, resource: id });
+    if (cls.kind === "list") stats.lists++;
+    else stats.watches++;
+
+    const own = this.#opts.ownership.current();
+    const rw = rewriteQuery(cls.query, cls.resource.key, own.ranges);
+    if (!rw.ok) {
+      sendStatus(res, rw.status, rw.message);
+      return;
+    }
+    if (filterableAccept(req.headers.accept) === undefined) {
+      sendStatus(res, 406, `shardcar: sharded ${id} can only be served as JSON or Kubernetes protobuf; Accept was ${JSON.stringify(req.headers.accept)}`);
+      return;
+    }
+    const qs = rw.query.toString();
+    req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, query: rw.query });
+    this.#sharded.web(req, res);
+  };
+
+  /** Node `upgrade` handler: exec, attach and port-forward pass through. */
+  readonly handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    this.#passthrough.ws(req, socket, head);
+  };
+
+  /** Ends every open watch and stops following ownership. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe();
+    for (const w of [...this.#watches]) w.terminate("shardcar: proxy shutting down");
+    this.#passthrough.close();
+    this.#sharded.close();
+  }
+
+  #statsFor(id: string): ResourceStats {
+    let s = this.#stats.get(id);
+    if (s === undefined) {
+      s = { lists: 0, watches: 0, upstreamBytes: 0, clientBytes: 0, itemsKept: 0, itemsDropped: 0, eventsPassed: 0, eventsDropped: 0, syntheticBookmarks: 0, forcedRelists: 0, errors: 0 };
+      this.#stats.set(id, s);
+    }
+    return s;
+  }
+
+  #onOwnership(next: Ownership, prev: Ownership | undefined): void {
+    const m = this.#opts.metrics;
+    m.ownedRatio.set(ratio(next.ranges));
+    m.generation.set(next.generation);
+    if (prev === undefined) return;
+    // Every open sharded watch was opened with the old selector: end it with
+    // 410 Expired so the reflector relists under the new one. Its informer
+    // replaces the store atomically, so the controller never sees an empty cache.
+    const watched = new Set<string>();
+    const jitter = this.#opts.relistJitterMs ?? 0;
+    const random = this.#opts.random ?? Math.random;
+    for (const w of [...this.#watches]) {
+      if (w.generation >= next.generation && next.generation !== 0) continue;
+      watched.add(w.resource);
+      const message = `shardcar: shard ranges changed (generation ${prev.generation} -> ${next.generation}); relist required`;
+      const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
+      if (delay === 0) w.terminate(message);
+      else setTimeout(() => w.terminate(message), delay).unref();
+      this.#statsFor(w.resource).forcedRelists++;
+      m.forcedRelists.inc({ resource: w.resource });
+    }
+    this.#opts.logger.info({ generation: next.generation, owned: ratio(next.ranges), relisting: [...watched] }, "owned ranges changed");
+    this.#relists.begin(next.generation, watched);
+  }
+
+  #onShardedResponse(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
+    const st = this.#state.get(req);
+    if (st === undefined) {
+      proxyRes.destroy();
+      sendStatus(res, 500, "shardcar: internal error: lost request state");
+      return;
+    }
+    // Upstream must end with the client, even when the response itself
+    // finished first (a filter may end a watch on its own).
+    res.on("close", () => proxyRes.destroy());
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(proxyRes.headers)) {
+      if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+    }
+    const status = proxyRes.statusCode ?? 502;
+    if (status !== 200) {
+      // Errors (Status objects, 410, 500 for a bad selector) carry no objects.
+      if (proxyRes.headers["content-length"] !== undefined) headers["content-length"] = proxyRes.headers["content-length"];
+      res.writeHead(status, headers);
+      pipeline(proxyRes, res, () => {});
+      return;
+    }
+    const encoding = encodingOf(proxyRes.headers["content-type"]);
+    if (encoding === undefined) {
+      proxyRes.destroy();
+      sendStatus(res, 502, `shardcar: cannot filter a ${JSON.stringify(proxyRes.headers["content-type"])} response; refusing to pass it unfiltered`);
+      return;
+    }
+    headers["x-shardcar-generation"] = String(st.generation);
+    if (st.kind === "list") this.#serveList(st, encoding, proxyRes, res, headers);
+    else this.#serveWatch(st, encoding, proxyRes, res, headers);
+  }
+
+  #serveList(st: ShardedState, encoding: Encoding, proxyRes: IncomingMessage, res: ServerResponse, headers: Record<string, string | string[]>): void {
+    const id = resourceId(st.request.resource);
+    const filterOpts = {
+      matcher: new HashMatcher(st.ranges),
+      key: st.request.resource.key,
+      ...(st.sentSelector === undefined ? {} : { sentSelector: st.sentSelector }),
+      ...(this.#opts.maxItemBytes === undefined ? {} : { maxItemBytes: this.#opts.maxItemBytes }),
+    };
+    const filter: Transform & { readonly stats: ListFilterStats } = encoding === "json" ? createJsonListFilter(filterOpts) : createProtoListFilter(filterOpts);
+    const done = (err: Error | null | undefined): void => this.#finishList(id, st, filter.stats, err, res);
+    if (this.#opts.fallback === "fail") {
+      this.#serveListOrRefuse(id, proxyRes, filter, res, headers, done);
+      return;
+    }
+    res.writeHead(200, headers);
+    pipeline(proxyRes, filter, res, done);
+  }
+
+  /**
+   * fallback=fail: hold the filtered body back until it is clear whether the
+   * server filtered. The fast path (shardInfo matched) streams at once; a body
+   * from which the proxy had to drop anything becomes a 503.
+   */
+  #serveListOrRefuse(id: string, proxyRes: IncomingMessage, filter: Transform & { readonly stats: ListFilterStats }, res: ServerResponse, headers: Record<string, string | string[]>, done: (err: Error | null | undefined) => void): void {
+    const limit = this.#opts.failBufferBytes ?? 64 * 1024 * 1024;
+    const held: Buffer[] = [];
+    let heldBytes = 0;
+    let streaming = false;
+    const refuse = (why: string): void => {
+      this.#opts.metrics.fallbackRefusals.inc({ resource: id });
+      proxyRes.destroy();
+      filter.destroy();
+      sendStatus(res, 503, `shardcar: the apiserver did not apply the shard selector for ${id} (${why}) and fallback=fail`, "ServiceUnavailable");
+    };
+    const startStreaming = (): void => {
+      streaming = true;
+      res.writeHead(200, headers);
+      for (const b of held) res.write(b);
+      held.length = 0;
+    };
+    filter.on("data", (chunk: Buffer) => {
+      if (streaming) {
+        if (!res.write(chunk)) {
+          filter.pause();
+          res.once("drain", () => filter.resume());
+        }
+        return;
+      }
+      if (filter.stats.path === "fast") {
+        held.push(chunk);
+        startStreaming();
+        return;
+      }
+      if (filter.stats.dropped > 0) return refuse("items outside this shard were returned");
+      held.push(chunk);
+      heldBytes += chunk.length;
+      if (heldBytes > limit) refuse(`no shardInfo within the first ${limit} bytes`);
+    });
+    pipeline(proxyRes, filter, (err) => {
+      if (err) {
+        done(err);
+        return;
+      }
+      if (res.headersSent && !streaming) return;
+      if (!streaming) {
+        if (filter.stats.dropped > 0) {
+          refuse("items outside this shard were returned");
+          return;
+        }
+        startStreaming();
+      }
+      res.end();
+      done(undefined);
+    });
+  }
+
+  #finishList(id: string, st: ShardedState, s: ListFilterStats, err: Error | null | undefined, res: ServerResponse): void {
+    const m = this.#opts.metrics;
+    const stats = this.#statsFor(id);
+    stats.upstreamBytes += s.bytesIn;
+    stats.clientBytes += s.bytesOut;
+    m.upstreamBytes.inc({ resource: id, class: "list" }, s.bytesIn);
+    m.clientBytes.inc({ resource: id, class: "list" }, s.bytesOut);
+    if (err) {
+      stats.errors++;
+      m.streamErrors.inc({ resource: id, class: "list" });
+      this.#opts.logger.warn({ resource: id, err: err.message }, "list response ended with an error; aborting the client's response");
+      // Never end cleanly: a cut chunked response fails in the client instead
+      // of looking like a shorter, valid list.
+      res.destroy(err);
+      return;
+    }
+    stats.itemsKept += s.kept;
+    stats.itemsDropped += s.dropped;
+    stats.lastVerdict = s.serverFiltered;
+    m.items.inc({ resource: id, outcome: "kept" }, s.kept);
+    m.items.inc({ resource: id, outcome: "dropped" }, s.dropped);
+    m.serverFiltered.inc({ resource: id, verdict: s.serverFiltered });
+    // A complete first page (no continue token requested) counts as a relist.
+    if (!st.query.has("continue")) this.#relists.relisted(id, st.generation);
+  }
+
+  #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: IncomingMessage, res: ServerResponse, headers: Record<string, string | string[]>): void {
+    const id = resourceId(st.request.resource);
+    const q = st.query;
+    const rv = q.get("resourceVersion");
+    const initialEvents = isTrue(q.get("sendInitialEvents")) || rv === null || rv === "" || rv === "0";
+    const filterOpts = {
+      matcher: new HashMatcher(st.ranges),
+      key: st.request.resource.key,
+      allowBookmarks: isTrue(q.get("allowWatchBookmarks")),
+      initialEvents,
+      ...(this.#opts.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: this.#opts.bookmarkIntervalMs }),
+    };
+    const filter: Transform & { readonly stats: WatchFilterStats } =
+      encoding === "json"
+        ? createJsonWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxEventBytes: this.#opts.maxItemBytes }) })
+        : createProtoWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxFrameBytes: this.#opts.maxItemBytes }) });
+    const m = this.#opts.metrics;
+    let finished = false;
+    const watch: OpenWatch = {
+      resource: id,
+      generation: st.generation,
+      terminate: (message) => {
+        if (finished) return;
+        filter.unpipe(res);
+        proxyRes.destroy();
+        if (!res.writableEnded) res.end(watchErrorEvent(encoding, 410, message, "Expired"));
+      },
+    };
+    this.#watches.add(watch);
+    m.activeWatches.inc({ resource: id });
+    if (isTrue(q.get("sendInitialEvents"))) {
+      filter.once("initial-events-end", () => this.#relists.relisted(id, st.generation));
+    }
+    res.writeHead(200, headers);
+    // Headers now, not with the first event: a reflector waits for them.
+    res.flushHeaders();
+    pipeline(proxyRes, filter, res, (err) => {
+      finished = true;
+      this.#watches.delete(watch);
+      m.activeWatches.dec({ resource: id });
+      const s = filter.stats;
+      const stats = this.#statsFor(id);
+      stats.upstreamBytes += s.bytesIn;
+      stats.clientBytes += s.bytesOut;
+      stats.eventsPassed += s.passed;
+      stats.eventsDropped += s.dropped;
+      stats.syntheticBookmarks += s.syntheticBookmarks;
+      m.upstreamBytes.inc({ resource: id, class: "watch" }, s.bytesIn);
+      m.clientBytes.inc({ resource: id, class: "watch" }, s.bytesOut);
+      m.watchEvents.inc({ resource: id, outcome: "passed" }, s.passed);
+      m.watchEvents.inc({ resource: id, outcome: "dropped" }, s.dropped);
+      m.syntheticBookmarks.inc({ resource: id }, s.syntheticBookmarks);
+      if (s.errors > 0) {
+        stats.errors += s.errors;
+        m.streamErrors.inc({ resource: id, class: "watch" }, s.errors);
+      }
+      if (err && !res.writableEnded) res.destroy();
+    });
+  }
+}

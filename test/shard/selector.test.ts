@@ -1,0 +1,102 @@
+import t from "tap";
+import { readdirSync, readFileSync } from "node:fs";
+import { formatSelector, parseSelector } from "../../src/shard/selector.ts";
+import { SelectorSyntaxError } from "../../src/errors.ts";
+import { fixturePath } from "../support/fixtures.ts";
+
+function decodedSelector(requestText: string): string | undefined {
+  const line = requestText.split("\n").find((l) => l.startsWith("# decoded query:"));
+  const m = /[?&]shardSelector=(.*?)(?:&(?:watch|timeoutSeconds|limit|resourceVersion)=|$)/s.exec(line?.slice("# decoded query:".length).trim() ?? "");
+  return m?.[1];
+}
+
+function rawSelector(requestText: string): string | null {
+  const target = requestText.split("\n")[0]?.split(" ")[1] ?? "";
+  return new URLSearchParams(target.split("?")[1] ?? "").get("shardSelector");
+}
+
+function responseBody(text: string): string {
+  const i = text.indexOf("\n\n");
+  return i === -1 ? "" : text.slice(i + 2);
+}
+
+const DIRS = ["minicore/gate-on/pods", "kube-apiserver/gate-on/pods", "apiextensions-apiserver/gate-on/widgets", "sample-apiserver/gate-on/flunders"];
+
+t.test("every recorded invalid selector is refused with the server's exact message", async (t) => {
+  let n = 0;
+  for (const dir of DIRS) {
+    for (const f of readdirSync(fixturePath(dir)).filter((f) => /^(pb-)?invalid-.*\.request\.txt$/.test(f))) {
+      const req = readFileSync(fixturePath(`${dir}/${f}`), "utf8");
+      const resp = readFileSync(fixturePath(`${dir}/${f.replace(".request.txt", ".response.txt")}`), "utf8");
+      const value = rawSelector(req);
+      if (value === null) continue;
+      const status = Number(resp.split(" ")[1]);
+      if (status === 200) {
+        // Accepted (e.g. double quotes): the echo must equal our canonical form.
+        const echo = (JSON.parse(responseBody(resp)) as { metadata?: { shardInfo?: { selector?: string } } }).metadata?.shardInfo?.selector;
+        const sel = formatSelector(parseSelector(value));
+        if (echo !== undefined) t.equal(sel, echo, `${dir}/${f} accepted and normalised like the server`);
+        continue;
+      }
+      if (f.startsWith("pb-")) continue; // protobuf Status body; same message as the JSON twin
+      const message = (JSON.parse(responseBody(resp)) as { message: string }).message;
+      t.equal(status, 500, `${dir}/${f} is a 500`);
+      const err = t.throws(() => parseSelector(value), SelectorSyntaxError);
+      t.equal(`invalid shard selector: ${(err as Error).message}`, message, `${dir}/${f}`);
+      n++;
+    }
+  }
+  t.ok(n >= 30, `replayed ${n} invalid cases`);
+});
+
+t.test("every accepted selector in the transcripts echoes exactly as the server's shardInfo", async (t) => {
+  let n = 0;
+  for (const dir of DIRS) {
+    for (const f of readdirSync(fixturePath(dir)).filter((f) => /^list-.*\.request\.txt$/.test(f))) {
+      const req = readFileSync(fixturePath(`${dir}/${f}`), "utf8");
+      const value = rawSelector(req);
+      if (value === null || value === "") continue;
+      const resp = readFileSync(fixturePath(`${dir}/${f.replace(".request.txt", ".response.txt")}`), "utf8");
+      const body = JSON.parse(responseBody(resp)) as { metadata?: { shardInfo?: { selector?: string } } };
+      const echo = body.metadata?.shardInfo?.selector;
+      if (echo === undefined) continue;
+      t.equal(formatSelector(parseSelector(value)), echo, `${dir}/${f}`);
+      n++;
+    }
+  }
+  t.ok(n >= 20, `compared ${n} echoes`);
+  t.ok(decodedSelector("# decoded query: /x?shardSelector=a") === "a");
+});
+
+t.test("the parser accepts what CEL accepts: quotes, whitespace, comments, parentheses", async (t) => {
+  const want = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+  for (const v of [
+    `shardRange(object.metadata.uid, "0x0000000000000000", "0x8000000000000000")`,
+    `  shardRange(\n  object.metadata.uid ,'0x0000000000000000',\t'0x8000000000000000' )  `,
+    `((shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')))`,
+    `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') // mine`,
+    `shardRange(object . metadata . uid, r'0x0000000000000000', '''0x8000000000000000''')`,
+  ]) {
+    t.equal(formatSelector(parseSelector(v)), want, JSON.stringify(v));
+  }
+  const or = parseSelector("shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000') || shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')");
+  t.equal(or.ranges.length, 2, "unordered ranges are allowed and kept in order");
+});
+
+t.test("the parser refuses what the server refuses, naming the problem", async (t) => {
+  const cases: Array<[string, RegExp]> = [
+    ["shardRange(object.metadata.uid, '0X0000000000000000', '0x8000000000000000')", /hexStart must have '0x' prefix/],
+    ["shardRange(object.metadata.uid, 0, '0x8000000000000000')", /hexStart must be a string literal, got int64/],
+    ["shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000'), shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')", /mismatched input ','/],
+    ["shardRange(object.metadata.uid, '0x00000000000000000', '0x8000000000000000')", /17-digit hex value must be/],
+    ["shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') ||", /Syntax error/],
+    ["shardRange('0x0', '0x0000000000000000', '0x8000000000000000')", /expected field path/],
+    ["!shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')", /unsupported function "!_"/],
+    ["object.metadata.uid", /unexpected expression kind SelectKind/],
+    ["x".repeat(100_001), /code point size exceeds limit/],
+  ];
+  for (const [v, re] of cases) {
+    const err = t.throws(() => parseSelector(v), SelectorSyntaxError, v.slice(0, 60));
+    t.match((err as Error).message, re);
+  }
+});
