@@ -11,3 +11,4 @@ export * from "./hash.ts";
 export * from "./range.ts";
 export * from "./selector.ts";
 export * from "./spec.ts";
+export * from "./table.ts";
