@@ -1,0 +1,42 @@
+/**
+ * What a list or watch filter saw, shared by the JSON and protobuf scanners so
+ * the proxy counts both encodings the same way. The filters update these
+ * objects in place while they run; read them once the stream has ended.
+ */
+
+export interface ListFilterStats {
+  /**
+   * "fast": the body passed through byte for byte (the server's
+   * `shardInfo.selector` matched the selector sent, or the body is a Status);
+   * "filter": items were scanned and only the in-range ones kept. Starts as
+   * "filter" and flips to "fast" before the first byte is emitted.
+   */
+  path: "fast" | "filter";
+  /**
+   * "confirmed": `shardInfo` matched. "inferred": filtered here, but nothing
+   * out of range was found. "no": items had to be dropped.
+   */
+  serverFiltered: "confirmed" | "inferred" | "no";
+  /** Items seen (on the fast path: counted, not hashed). */
+  items: number;
+  kept: number;
+  dropped: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** The body's kind (`PodList`, `PartialObjectMetadataList`, `Status`, ...), once known. */
+  kind?: string;
+}
+
+export interface WatchFilterStats {
+  /** Events (frames or lines) read from upstream. */
+  events: number;
+  /** Upstream events passed on unchanged, BOOKMARK and ERROR included. */
+  passed: number;
+  dropped: number;
+  /** BOOKMARK events the filter made up for dropped events. */
+  syntheticBookmarks: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** ERROR events the filter itself wrote (each one ends the stream). */
+  errors: number;
+}
