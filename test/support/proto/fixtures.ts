@@ -1,0 +1,96 @@
+/**
+ * The protobuf recordings under ../shared/fixtures/kube-apiserver: every
+ * `*.body.bin`, with the selector its request sent and how the server
+ * answered. Discovered, not listed, so a new recording is a new test case.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { HashMatcher } from "../../../src/shard/range.ts";
+import { formatSelector, parseSelector, type ShardSelector } from "../../../src/shard/selector.ts";
+import { FIXTURES_ROOT } from "../fixtures.ts";
+
+export interface ProtoCase {
+  /** e.g. `kube-apiserver/gate-on/pods/pb-list-uid-low`. */
+  readonly name: string;
+  readonly server: string;
+  readonly gate: "gate-on" | "gate-off";
+  readonly resource: string;
+  /** The file name without suffix, e.g. `pb-list-uid-low`. */
+  readonly caseName: string;
+  readonly status: number;
+  readonly contentType: string;
+  readonly watch: boolean;
+  readonly body: Buffer;
+  readonly query: ReadonlyMap<string, string>;
+  /** The request's selector, parsed; undefined when none was sent or it is invalid (see `selectorText`). */
+  readonly selector: ShardSelector | undefined;
+  readonly selectorText: string | undefined;
+}
+
+function walk(dir: string, out: string[]): void {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) walk(p, out);
+    else if (e.name.endsWith(".body.bin")) out.push(p);
+  }
+}
+
+function decodedQuery(requestTxt: string): Map<string, string> {
+  const line = requestTxt.split("\n").find((l) => l.startsWith("# decoded query: "));
+  const q = new Map<string, string>();
+  if (line === undefined) return q;
+  const url = line.slice("# decoded query: ".length);
+  const at = url.indexOf("?");
+  if (at < 0) return q;
+  for (const part of url.slice(at + 1).split("&")) {
+    const eq = part.indexOf("=");
+    const k = eq < 0 ? part : part.slice(0, eq);
+    // Only the first value counts, as on the server.
+    if (!q.has(k)) q.set(k, eq < 0 ? "" : part.slice(eq + 1));
+  }
+  return q;
+}
+
+function tryParse(text: string): ShardSelector | undefined {
+  try {
+    return parseSelector(text);
+  } catch {
+    // The invalid-selector recordings: the server answered with a Status.
+    return undefined;
+  }
+}
+
+/** All protobuf recordings, sorted by name. */
+export function protoCases(): ProtoCase[] {
+  const files: string[] = [];
+  walk(FIXTURES_ROOT, files);
+  return files.sort().map((file) => {
+    const stem = file.slice(0, -".body.bin".length);
+    const name = relative(FIXTURES_ROOT, stem);
+    const [server = "", gate = "", resource = "", caseName = ""] = name.split("/");
+    const response = readFileSync(`${stem}.response.txt`, "utf8");
+    const status = Number(/^HTTP\/\S+ (\d+)/.exec(response)?.[1] ?? "0");
+    const contentType = /^content-type: *(.*)$/im.exec(response)?.[1]?.trim() ?? "";
+    const query = decodedQuery(readFileSync(`${stem}.request.txt`, "utf8"));
+    const sel = query.get("shardSelector");
+    return {
+      name,
+      server,
+      gate: gate === "gate-off" ? "gate-off" : "gate-on",
+      resource,
+      caseName,
+      status,
+      contentType,
+      watch: /stream=watch/.test(contentType),
+      body: readFileSync(file),
+      query,
+      selector: sel === undefined || sel.trim() === "" ? undefined : tryParse(sel),
+      selectorText: sel,
+    };
+  });
+}
+
+/** The matcher and canonical selector string a proxy would use for this case's selector. */
+export function matcherFor(sel: ShardSelector): { matcher: HashMatcher; sentSelector: string } {
+  return { matcher: new HashMatcher(sel.ranges), sentSelector: formatSelector(sel) };
+}
