@@ -1,0 +1,204 @@
+/**
+ * Patch generation: raw pod JSON and a plan in, RFC 6902 operations out.
+ *
+ * The pod is never decoded into a typed model: the injected pod is a deep
+ * copy of the request's JSON, edited in place, then diffed against the
+ * original. Fields this code has never heard of (newer API fields, other
+ * webhooks' additions) are therefore carried through untouched, which a
+ * typed round trip would silently drop (controller-runtime's
+ * `dropSchemeRemovals` exists because of exactly that).
+ *
+ * Pure: no I/O, no clock; the same input always gives the same operations.
+ */
+import { ANNOTATIONS, formatResources, formatShards } from "./annotations.ts";
+import {
+  SERVICE_ACCOUNT_DIR,
+  SHARED_VOLUME,
+  SIDECAR_NAME,
+  SIDECAR_SHARED_DIR,
+} from "./config.ts";
+import { isServiceAccountPath, type InjectionPlan } from "./decide.ts";
+import { arr, cloneJson, obj, str, type JsonObject, type JsonValue } from "./json.ts";
+import { diffJson, type JsonPatchOperation } from "./jsonpatch.ts";
+
+/** Bumped when the shape of what the webhook injects changes. */
+export const STATUS_VERSION = 1;
+
+/** What `shardcar.io/status` records (JSON), so a reader knows what was injected. */
+export interface InjectionStatus {
+  readonly version: number;
+  readonly sidecar: string;
+  readonly volume: string;
+  /** The app containers that were rewired. */
+  readonly containers: readonly string[];
+  readonly image: string;
+  readonly proxyPort: number;
+  readonly adminPort: number;
+}
+
+/**
+ * The JSON Patch that injects the sidecar into `rawPod` as `plan` says.
+ * Does not mutate `rawPod`. Never throws for a plan made by
+ * `decideInjection` from the same pod.
+ */
+export function buildInjectionPatch(rawPod: JsonObject, plan: InjectionPlan): JsonPatchOperation[] {
+  const original = withoutManagedFields(rawPod);
+  return diffJson(original, injectInto(cloneJson(original), plan));
+}
+
+/**
+ * Drops `metadata.managedFields` from a copy, as istio does before diffing:
+ * they can be large, the webhook never changes them, and diffing them is
+ * wasted CPU on every admission.
+ */
+function withoutManagedFields(pod: JsonObject): JsonObject {
+  const copy = cloneJson(pod);
+  const metadata = obj(copy["metadata"]);
+  if (metadata !== undefined) delete metadata["managedFields"];
+  return copy;
+}
+
+function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
+  const { config } = plan;
+  const metadata = child(pod, "metadata");
+  const annotations = child(metadata, "annotations");
+  const status: InjectionStatus = {
+    version: STATUS_VERSION,
+    sidecar: SIDECAR_NAME,
+    volume: SHARED_VOLUME,
+    containers: plan.apps,
+    image: config.image,
+    proxyPort: config.proxyPort,
+    adminPort: config.adminPort,
+  };
+  annotations[ANNOTATIONS.status] = JSON.stringify(status);
+
+  const spec = child(pod, "spec");
+  // tmpfs: the token must never reach the node's disk. 1 MiB is far above
+  // token + namespace + two CA certificates + kubeconfig (a few KiB).
+  list(spec, "volumes").push({ name: SHARED_VOLUME, emptyDir: { medium: "Memory", sizeLimit: "1Mi" } });
+
+  // Appended after every existing init container: those run (or, for native
+  // sidecars such as a mesh proxy, start) before shardcar's proxy, so the
+  // network is ready when it dials the apiserver, and none of them is
+  // rewired to a proxy that is not running yet.
+  list(spec, "initContainers").push(sidecar(plan));
+
+  for (const c of arr(spec["containers"])) {
+    const container = obj(c);
+    if (container === undefined || !plan.apps.includes(str(container["name"]) ?? "")) continue;
+    setEnv(container, "KUBERNETES_SERVICE_HOST", "127.0.0.1");
+    setEnv(container, "KUBERNETES_SERVICE_PORT", String(config.proxyPort));
+    if (plan.settings.kubeconfig) setEnv(container, "KUBECONFIG", `${SERVICE_ACCOUNT_DIR}/kubeconfig`);
+    const mounts = list(container, "volumeMounts");
+    const mount: JsonObject = { name: SHARED_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true };
+    const at = mounts.findIndex((m) => isServiceAccountPath(str(obj(m)?.["mountPath"])));
+    // Moving an existing mount keeps its position; adding one where none was
+    // is what stops the ServiceAccount admission plugin from mounting the
+    // real token here (it skips containers with a mount at this path).
+    if (at >= 0) mounts[at] = mount;
+    else mounts.push(mount);
+  }
+  return pod;
+}
+
+function sidecar(plan: InjectionPlan): JsonObject {
+  const { config, settings } = plan;
+  const args = [
+    "proxy",
+    "--injected",
+    "--listen",
+    `127.0.0.1:${config.proxyPort}`,
+    "--admin-listen",
+    `0.0.0.0:${config.adminPort}`,
+    "--resources",
+    formatResources(settings.resources),
+    "--shards",
+    formatShards(settings.shards),
+    ...(plan.ring === undefined ? [] : ["--ring", plan.ring]),
+    "--fallback",
+    settings.fallback,
+    "--handoff",
+    settings.handoff,
+    ...(settings.leaderElection === undefined ? [] : ["--leader-election", `leases/${settings.leaderElection}`]),
+    "--sa-dir",
+    SIDECAR_SHARED_DIR,
+    ...(settings.kubeconfig ? ["--write-kubeconfig"] : []),
+  ];
+  const mounts: JsonValue[] = [{ name: SHARED_VOLUME, mountPath: SIDECAR_SHARED_DIR }];
+  // The sidecar keeps the real token for itself at the standard path, so it
+  // reads what the app would have read and its own in-cluster client works.
+  if (plan.tokenVolume !== undefined) mounts.push({ name: plan.tokenVolume, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true });
+  const probe = (path: string, periodSeconds: number, failureThreshold: number): JsonObject => ({
+    httpGet: { path, port: config.adminPort, scheme: "HTTP" },
+    periodSeconds,
+    timeoutSeconds: 1,
+    failureThreshold,
+  });
+  return {
+    name: SIDECAR_NAME,
+    image: config.image,
+    imagePullPolicy: config.imagePullPolicy,
+    args,
+    env: [
+      { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
+      { name: "POD_NAMESPACE", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } } },
+    ],
+    ports: [{ name: "shardcar-admin", containerPort: config.adminPort, protocol: "TCP" }],
+    resources: {
+      requests: { cpu: config.resources.requests.cpu, memory: config.resources.requests.memory },
+      limits: { memory: config.resources.limits.memory },
+    },
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      // Numeric, so runAsNonRoot can be verified whatever the image's USER.
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      seccompProfile: { type: "RuntimeDefault" },
+    },
+    // The app containers start only after this probe passes, and /readyz
+    // passes only once token, namespace and ca.crt are in the emptyDir. One
+    // second apart, 60 tries: a minute to pull nothing and start (target: 1 s).
+    startupProbe: probe("/readyz", 1, 60),
+    readinessProbe: probe("/readyz", 10, 3),
+    livenessProbe: probe("/healthz", 10, 3),
+    volumeMounts: mounts,
+    restartPolicy: "Always",
+    terminationMessagePolicy: "FallbackToLogsOnError",
+  };
+}
+
+/** Sets `name=value` on a container, replacing every existing entry of that name in place. */
+function setEnv(container: JsonObject, name: string, value: string): void {
+  const env = list(container, "env");
+  let found = false;
+  for (const e of env) {
+    const entry = obj(e);
+    if (entry === undefined || entry["name"] !== name) continue;
+    // An explicit value beats the kubelet's service-link variables, which is
+    // why setting these two is enough to redirect in-cluster config.
+    entry["value"] = value;
+    delete entry["valueFrom"];
+    found = true;
+  }
+  if (!found) env.push({ name, value });
+}
+
+function child(parent: JsonObject, key: string): JsonObject {
+  const existing = obj(parent[key]);
+  if (existing !== undefined) return existing;
+  const created: JsonObject = {};
+  parent[key] = created;
+  return created;
+}
+
+function list(parent: JsonObject, key: string): JsonValue[] {
+  const existing = parent[key];
+  if (Array.isArray(existing)) return existing;
+  const created: JsonValue[] = [];
+  parent[key] = created;
+  return created;
+}

@@ -1,0 +1,191 @@
+/**
+ * The webhook's HTTPS edge: guards (method, path, content type, body size,
+ * JSON), then {@link reviewPodAdmission}. Everything the apiserver would
+ * never send still gets a clear AdmissionReview answer, so a misconfigured
+ * webhook shows its cause in the apiserver's log instead of an opaque
+ * decoding failure.
+ */
+import { createServer, type Server } from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "../log.ts";
+import type { InjectorConfig } from "./config.ts";
+import { completeReview, errored, type AdmissionReviewResponse } from "./response.ts";
+import { reviewPodAdmission, type ReviewOutcome } from "./review.ts";
+
+/** Path of the pod mutation endpoint, as the MutatingWebhookConfiguration names it. */
+export const MUTATE_PODS_PATH = "/mutate-pods";
+
+/**
+ * Largest AdmissionReview accepted. The apiserver caps a request body at
+ * 3 MiB, so one object is at most 3 MiB of JSON; a review may carry two
+ * (`object` and `oldObject`), plus 1 MiB for userInfo, options and the
+ * envelope: 2 × 3 + 1 = 7 MiB, the same derivation as controller-runtime's
+ * `maxRequestSize`.
+ */
+export const MAX_REVIEW_BYTES = 7 * 1024 * 1024;
+
+export interface TlsMaterial {
+  /** PEM private key. */
+  readonly key: string;
+  /** PEM certificate chain, leaf first. */
+  readonly cert: string;
+}
+
+export interface WebhookServerOptions {
+  readonly host: string;
+  /** 0 picks a free port; see {@link WebhookServer.port}. */
+  readonly port: number;
+  readonly tls: TlsMaterial;
+  readonly config: InjectorConfig;
+  readonly logger: Logger;
+  /** Called after each admission, e.g. to count outcomes. Must not throw. */
+  readonly onOutcome?: (outcome: ReviewOutcome) => void;
+}
+
+export interface WebhookServer {
+  /** The bound port (useful with port 0). */
+  readonly port: number;
+  /** Swaps the serving certificate for new connections; existing ones keep theirs. */
+  setTls(tls: TlsMaterial): void;
+  /** Stops accepting, lets in-flight reviews finish (at most 5 s), then resolves. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** Starts listening; resolves once bound. Rejects if the port cannot be bound. */
+export async function startWebhookServer(opts: WebhookServerOptions): Promise<WebhookServer> {
+  const { logger } = opts;
+  const server: Server = createServer(
+    {
+      key: opts.tls.key,
+      cert: opts.tls.cert,
+      minVersion: "TLSv1.2",
+      // The apiserver's webhook client gives a call at most 30 s
+      // (timeoutSeconds ≤ 30), so nothing legitimate takes longer.
+      requestTimeout: 30_000,
+      headersTimeout: 30_000,
+      // Longer than Go's default idle-connection timeout (90 s): the
+      // apiserver then closes idle keep-alive connections first, and never
+      // sends a review on a socket this side is closing.
+      keepAliveTimeout: 100_000,
+    },
+    (req, res) => {
+      handle(req, res, opts).catch((e: unknown) => {
+        logger.error({ err: e }, "webhook request failed");
+        if (!res.headersSent) writeReview(res, completeReview("", errored(500, e)));
+        else res.destroy();
+      });
+    },
+  );
+  server.on("tlsClientError", (err) => logger.debug({ err }, "webhook TLS handshake failed"));
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ host: opts.host, port, path: MUTATE_PODS_PATH }, "webhook server listening");
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    setTls(tls) {
+      server.setSecureContext({ key: tls.key, cert: tls.cert });
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.closeAllConnections(), 5_000);
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookServerOptions): Promise<void> {
+  const path = (req.url ?? "/").split("?")[0];
+  if (path === "/healthz") {
+    res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+    return;
+  }
+  if (path !== MUTATE_PODS_PATH) {
+    res.writeHead(404, { "content-type": "text/plain" }).end(`not found: shardcar serves ${MUTATE_PODS_PATH} and /healthz\n`);
+    return;
+  }
+  if (req.method !== "POST") {
+    res.writeHead(405, { "content-type": "text/plain", allow: "POST" }).end(`method ${req.method ?? ""} not allowed: POST an AdmissionReview\n`);
+    return;
+  }
+
+  const reject = (code: number, message: string, drain: boolean): void => {
+    opts.logger.warn({ code, reason: message }, "malformed admission request");
+    writeReview(res, completeReview("", errored(code, new Error(message))), drain);
+  };
+
+  const contentType = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  if (contentType !== "application/json") {
+    reject(415, `content type ${JSON.stringify(req.headers["content-type"] ?? "")} is not supported: send application/json`, true);
+    return;
+  }
+  const declared = Number(req.headers["content-length"] ?? "NaN");
+  if (declared > MAX_REVIEW_BYTES) {
+    reject(413, `request body of ${declared} bytes is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
+    return;
+  }
+
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_REVIEW_BYTES) {
+      // Stop reading at once: a sender of an endless body must not make us
+      // buffer it. The connection is closed after the answer.
+      reject(413, `request body is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
+      return;
+    }
+    chunks.push(chunk);
+  }
+  if (size === 0) {
+    reject(400, "request body is empty; expected an admission.k8s.io/v1 AdmissionReview", false);
+    return;
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks, size).toString("utf8"));
+  } catch (e) {
+    reject(400, `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, false);
+    return;
+  }
+
+  const started = performance.now();
+  const { review, outcome, pod } = reviewPodAdmission(body, opts.config);
+  const ms = Math.round((performance.now() - started) * 100) / 100;
+  const uid = review.response.uid;
+  if (outcome.result === "errored") opts.logger.warn({ uid, pod, ...outcome, ms }, "admission errored");
+  else opts.logger.info({ uid, pod, ...outcome, ms }, `admission ${outcome.result}`);
+  opts.onOutcome?.(outcome);
+  writeReview(res, review);
+}
+
+/**
+ * Writes a review with HTTP 200, as controller-runtime does: the apiserver
+ * reads the verdict (and its message) from the body, not the status line.
+ * `close` ends the connection afterwards, for requests whose body was not
+ * (or not fully) read.
+ */
+function writeReview(res: ServerResponse, review: AdmissionReviewResponse, close = false): void {
+  const body = JSON.stringify(review);
+  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+  if (close) headers["connection"] = "close";
+  res.writeHead(200, headers);
+  res.end(body, () => {
+    if (close) res.socket?.destroy();
+  });
+}
