@@ -1,0 +1,428 @@
+/**
+ * The handoff protocol as a pure state machine, for both sides of the ring.
+ *
+ * The leader side is {@link step}: `(state, event, now, mode) → { state,
+ * effects }`. The state *is* the ShardRing's committed and pending tables
+ * plus the leader's bookkeeping; effects are plain data (fence this member,
+ * generation g was committed, ...) that the coordinator executes or records.
+ * The member side is {@link follow}: which slots to enforce, under which
+ * generation, given the tables the member last accepted.
+ *
+ * Invariants this file keeps (each is pinned by a row in
+ * test/ring/handoff.test.ts):
+ * - overlap: a slot's old owner keeps it until its new owner has reported
+ *   ready for the generation that gives it the slot, so no slot is ever
+ *   without a ready owner during a graceful change;
+ * - exclusive: a slot's new owner gets it only after its old owner has
+ *   reported that it dropped it (or was fenced), so no slot has two owners;
+ * - nobody's slots move while they might still be serving: a member whose
+ *   Lease is dead is fenced first, one merely expired is waited for;
+ * - generations only grow, and are never reused after an abandon.
+ *
+ * Pure: no clock, no timers, no I/O.
+ */
+import { assignSlots, slotsOf, type SlotOwners } from "../shard/table.ts";
+import { isReleased, isServing, isAssignable, needsFence, MemberState } from "./state.ts";
+import { HandoffMode, PendingPhase, narrowingGeneration, type PendingTable, type RingTables, type Table } from "./table.ts";
+
+export const Phase = {
+  /** The committed table matches the members; nothing to do. */
+  Stable: "Stable",
+  /** Waiting for the Lease takeover of a dead member before moving its slots. */
+  Fencing: "Fencing",
+  /** overlap: a pending table is out; waiting for its gainers to report ready. */
+  Widening: "Widening",
+  /** exclusive: a pending table is out; waiting for its losers to report narrowed. */
+  Narrowing: "Narrowing",
+  /** A generation was abandoned at its deadline; waiting before trying again. */
+  Backoff: "Backoff",
+} as const;
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+/** What the leader knows about one member, from its Lease. */
+export interface MemberObservation {
+  readonly name: string;
+  readonly state: MemberState;
+  /** The member's `shardcar.io/applied-generation`; 0 when absent. */
+  readonly applied: number;
+  /** When the leader last saw it renew (leader's clock, ms); for crash accounting. */
+  readonly renewedAt?: number;
+}
+
+export interface HandoffPolicy {
+  /** Time a pending generation has before it is abandoned. */
+  readonly timeoutMs: number;
+  /** First wait after an abandon; doubles per consecutive abandon. */
+  readonly backoffMs: number;
+  readonly maxBackoffMs: number;
+}
+
+/** A crashed member whose slots are not yet back with a ready owner. */
+export interface Crash {
+  readonly member: string;
+  /** Last proof of life: when the member was last seen renewing. */
+  readonly since: number;
+  readonly slots: readonly number[];
+}
+
+export interface RingState {
+  readonly phase: Phase;
+  readonly slotCount: number;
+  readonly committed: Table;
+  readonly pending: PendingTable | undefined;
+  /** For each slot, the generation at which its committed owner got it. */
+  readonly since: readonly number[];
+  /** The newest generation ever published; the next one is above it. */
+  readonly lastGeneration: number;
+  /** The latest observation of every member Lease of the ring. */
+  readonly members: readonly MemberObservation[];
+  /** Members whose fence was requested and has not been seen to land. */
+  readonly fencing: readonly string[];
+  /** No new generation is published before this time (backoff). */
+  readonly retryAt: number;
+  /** Consecutive abandons at the deadline. */
+  readonly failures: number;
+  readonly crashes: readonly Crash[];
+  readonly policy: HandoffPolicy;
+}
+
+export type RingEvent =
+  /** A fresh snapshot of every member Lease of the ring (level-triggered). */
+  | { readonly type: "observe"; readonly members: readonly MemberObservation[] }
+  /** The leader's takeover of `member`'s Lease was written. */
+  | { readonly type: "fenced"; readonly member: string }
+  /** Time passed (a timer from {@link nextWakeMs} or a Lease transition fired). */
+  | { readonly type: "tick" };
+
+export type Effect =
+  /** A new pending generation; the coordinator writes it to the status. */
+  | { readonly type: "publish"; readonly generation: number; readonly phase: PendingPhase; readonly deadline: number }
+  /** `member` is expected to add `slots` (overlap: at publish; exclusive: at commit; or back after an abandon). */
+  | { readonly type: "widen"; readonly member: string; readonly slots: readonly number[] }
+  /** `member` is expected to drop `slots`. */
+  | { readonly type: "narrow"; readonly member: string; readonly slots: readonly number[] }
+  | { readonly type: "commit"; readonly generation: number; readonly durationMs: number }
+  | { readonly type: "abandon"; readonly generation: number; readonly reason: "deadline" | "member-lost"; readonly durationMs: number }
+  /** Take `member`'s Lease over, then report `{ type: "fenced" }`. */
+  | { readonly type: "fence"; readonly member: string }
+  /** All slots of a crashed member have a ready owner again. */
+  | { readonly type: "recovered"; readonly member: string; readonly uncoveredMs: number };
+
+export interface StepResult {
+  readonly state: RingState;
+  readonly effects: readonly Effect[];
+}
+
+/**
+ * The state of a ring whose leader just started: from the tables in the
+ * ShardRing status (or none for a new ring). Until the first `observe`
+ * event, nothing is decided: the caller must have listed the member Leases
+ * before it steps, or every holder would look gone.
+ */
+export function initialState(opts: { slotCount: number; policy: HandoffPolicy; tables?: RingTables | undefined }): RingState {
+  const committed = opts.tables?.committed ?? { generation: 0, owners: Array.from({ length: opts.slotCount }, () => undefined) };
+  const pending = opts.tables?.pending;
+  return {
+    phase: pending === undefined ? Phase.Stable : pending.phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing,
+    slotCount: opts.slotCount,
+    committed,
+    pending,
+    // A new leader cannot know who relisted when; it assumes the committed
+    // table is settled, which is what the previous leader committed it for.
+    since: Array.from({ length: opts.slotCount }, () => committed.generation),
+    lastGeneration: Math.max(opts.tables?.generation ?? 0, committed.generation, pending?.generation ?? 0),
+    members: [],
+    fencing: [],
+    retryAt: 0,
+    failures: 0,
+    crashes: [],
+    policy: opts.policy,
+  };
+}
+
+/** The tables to write to the ShardRing status for `state`. */
+export function tablesOf(state: RingState): RingTables {
+  return { generation: state.lastGeneration, committed: state.committed, pending: state.pending };
+}
+
+function sameOwners(a: SlotOwners, b: SlotOwners): boolean {
+  return a.length === b.length && a.every((o, i) => o === b[i]);
+}
+
+function ownersOf(t: SlotOwners): string[] {
+  return [...new Set(t.filter((o): o is string => o !== undefined))].sort();
+}
+
+/** For each member, the slots it gains and loses from `from` to `to`. */
+function diff(from: SlotOwners, to: SlotOwners): { gains: Map<string, number[]>; losses: Map<string, number[]> } {
+  const gains = new Map<string, number[]>();
+  const losses = new Map<string, number[]>();
+  for (let s = 0; s < Math.max(from.length, to.length); s++) {
+    const a = from[s];
+    const b = to[s];
+    if (a === b) continue;
+    if (b !== undefined) gains.set(b, [...(gains.get(b) ?? []), s]);
+    if (a !== undefined) losses.set(a, [...(losses.get(a) ?? []), s]);
+  }
+  return { gains, losses };
+}
+
+interface Draft {
+  s: RingState;
+  fx: Effect[];
+}
+
+/**
+ * Advances the leader's view of one ring. `mode` is the ring's current
+ * handoff mode; it applies to the next generation published (a pending one
+ * finishes in the phase it started in). Never throws for well-formed input.
+ */
+export function step(state: RingState, event: RingEvent, now: number, mode: HandoffMode): StepResult {
+  const d: Draft = { s: state, fx: [] };
+  switch (event.type) {
+    case "observe":
+      d.s = { ...d.s, members: event.members };
+      break;
+    case "fenced":
+      d.s = { ...d.s, fencing: d.s.fencing.filter((m) => m !== event.member) };
+      break;
+    case "tick":
+      break;
+  }
+  evaluate(d, now, mode);
+  return { state: d.s, effects: d.fx };
+}
+
+function evaluate(d: Draft, now: number, mode: HandoffMode): void {
+  const obs = new Map(d.s.members.map((m) => [m.name, m]));
+  const stateOf = (n: string): MemberState => obs.get(n)?.state ?? MemberState.Gone;
+  const appliedOf = (n: string): number => obs.get(n)?.applied ?? 0;
+
+  // A fence is done once the Lease shows it, or moot once the member renewed
+  // (the takeover lost the optimistic-concurrency race, as it must).
+  d.s = { ...d.s, fencing: d.s.fencing.filter((m) => needsFence(stateOf(m))) };
+
+  const holders = new Set([...ownersOf(d.s.committed.owners), ...ownersOf(d.s.pending?.owners ?? [])]);
+  for (const h of [...holders].sort()) {
+    const st = stateOf(h);
+    const lost = needsFence(st) || isReleased(st);
+    if (lost && !d.s.crashes.some((c) => c.member === h)) {
+      const slots = slotsOf(d.s.committed.owners, h);
+      if (slots.length > 0) d.s = { ...d.s, crashes: [...d.s.crashes, { member: h, since: obs.get(h)?.renewedAt ?? now, slots }] };
+    }
+    // Fence before anything else: until the Lease is ours, the member may be
+    // alive behind a partition and still serving its slots.
+    if (needsFence(st) && !d.s.fencing.includes(h)) {
+      d.s = { ...d.s, fencing: [...d.s.fencing, h] };
+      d.fx.push({ type: "fence", member: h });
+    }
+  }
+
+  if (d.s.pending !== undefined) settlePending(d, d.s.pending, now, stateOf, appliedOf);
+  if (d.s.pending === undefined) planNext(d, now, mode, stateOf);
+  // A plan may complete at once (no gainer to wait for, or no loser).
+  if (d.s.pending !== undefined) settlePending(d, d.s.pending, now, stateOf, appliedOf);
+  resolveCrashes(d, now, stateOf, appliedOf);
+}
+
+function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
+  const { gains, losses } = diff(d.s.committed.owners, p.owners);
+  // A member the new table relies on is gone: nobody will ever report for
+  // it. Abandon now (no backoff) and replan once it is fenced.
+  const lostOwner = ownersOf(p.owners).find((m) => needsFence(stateOf(m)) || isReleased(stateOf(m)));
+  if (lostOwner !== undefined) {
+    abandon(d, p, now, "member-lost", gains, losses);
+    return;
+  }
+  let done: boolean;
+  if (p.phase === PendingPhase.Widening) {
+    // Only gainers need to relist; a member keeping or losing slots is
+    // already covering everything it will own.
+    done = [...gains.keys()].every((m) => isServing(stateOf(m)) && appliedOf(m) >= p.generation);
+  } else {
+    // A fenced loser can no longer serve, which is as good as narrowed.
+    done = [...losses.keys()].every((m) => isReleased(stateOf(m)) || appliedOf(m) >= narrowingGeneration(p));
+  }
+  if (done) {
+    commit(d, p, now, gains, losses);
+    return;
+  }
+  if (now >= p.deadline) abandon(d, p, now, "deadline", gains, losses);
+}
+
+function commit(d: Draft, p: PendingTable, now: number, gains: Map<string, number[]>, losses: Map<string, number[]>): void {
+  const since = d.s.since.map((g, s) => (d.s.committed.owners[s] === p.owners[s] ? g : p.generation));
+  d.fx.push({ type: "commit", generation: p.generation, durationMs: now - p.startedAt });
+  if (p.phase === PendingPhase.Widening) {
+    for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
+  } else {
+    for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
+  }
+  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, phase: Phase.Stable };
+}
+
+function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "member-lost", gains: Map<string, number[]>, losses: Map<string, number[]>): void {
+  d.fx.push({ type: "abandon", generation: p.generation, reason, durationMs: now - p.startedAt });
+  // Undo what the members were asked to do; old owners never gave anything up.
+  if (p.phase === PendingPhase.Widening) {
+    for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "narrow", member, slots });
+  } else {
+    for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "widen", member, slots });
+  }
+  if (reason === "deadline") {
+    const wait = Math.min(d.s.policy.maxBackoffMs, d.s.policy.backoffMs * 2 ** d.s.failures);
+    d.s = { ...d.s, pending: undefined, failures: d.s.failures + 1, retryAt: now + wait, phase: Phase.Backoff };
+  } else {
+    d.s = { ...d.s, pending: undefined, phase: Phase.Stable };
+  }
+}
+
+function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string) => MemberState): void {
+  if (d.s.fencing.length > 0) {
+    d.s = { ...d.s, phase: Phase.Fencing };
+    return;
+  }
+  // An expired holder may be alive behind a partition, and a dead one is not
+  // fenced yet: its slots cannot move, and replanning around it now would
+  // only have to be redone. Wait for it to renew or to become fenceable.
+  const committedHolders = ownersOf(d.s.committed.owners);
+  if (committedHolders.some((h) => stateOf(h) === MemberState.Expired || needsFence(stateOf(h)))) {
+    d.s = { ...d.s, phase: d.s.phase === Phase.Backoff ? Phase.Backoff : Phase.Stable };
+    return;
+  }
+  const ready = d.s.members.filter((m) => isAssignable(m.state)).map((m) => m.name);
+  const desired = assignSlots(ready, d.s.committed.owners, d.s.slotCount);
+  if (sameOwners(desired, d.s.committed.owners)) {
+    d.s = { ...d.s, phase: Phase.Stable, failures: 0 };
+    return;
+  }
+  if (now < d.s.retryAt) {
+    d.s = { ...d.s, phase: Phase.Backoff };
+    return;
+  }
+  const phase = mode === HandoffMode.Exclusive ? PendingPhase.Narrowing : PendingPhase.Widening;
+  // Exclusive spends two generations: g+1 names the narrowed intermediate
+  // state the losers acknowledge, g+2 the new table. The proxy's
+  // markApplied(g) could not tell the two range sets apart otherwise.
+  // Above every report too: a member may have acknowledged a generation a
+  // previous leader published and never persisted.
+  const floor = Math.max(d.s.lastGeneration, ...d.s.members.map((m) => m.applied));
+  const generation = floor + (phase === PendingPhase.Narrowing ? 2 : 1);
+  const pending: PendingTable = { generation, owners: desired, phase, startedAt: now, deadline: now + d.s.policy.timeoutMs };
+  d.fx.push({ type: "publish", generation, phase, deadline: pending.deadline });
+  const { gains, losses } = diff(d.s.committed.owners, desired);
+  if (phase === PendingPhase.Widening) {
+    for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
+  } else {
+    for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
+  }
+  d.s = { ...d.s, pending, lastGeneration: generation, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing };
+}
+
+function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
+  const left: Crash[] = [];
+  for (const c of d.s.crashes) {
+    const back = c.slots.every((s) => {
+      const o = d.s.committed.owners[s];
+      return o !== undefined && o !== c.member && isServing(stateOf(o)) && appliedOf(o) >= (d.s.since[s] ?? 0);
+    });
+    if (back) d.fx.push({ type: "recovered", member: c.member, uncoveredMs: now - c.since });
+    else left.push(c);
+  }
+  if (left.length !== d.s.crashes.length) d.s = { ...d.s, crashes: left };
+}
+
+/**
+ * ms until the leader must look again without any Lease changing: the
+ * pending deadline or the end of a backoff. `undefined` when only Lease
+ * changes (and their own timers, from `leaseTimes`) can move the ring.
+ */
+export function nextWakeMs(state: RingState, now: number): number | undefined {
+  const at = state.pending !== undefined ? state.pending.deadline : state.phase === Phase.Backoff ? state.retryAt : undefined;
+  return at === undefined ? undefined : Math.max(0, at - now);
+}
+
+/**
+ * The leader's model of how the keyspace is held right now, from the tables
+ * and the members' reports (not measured in the proxies):
+ * - `readyRatio`: share of slots with at least one owner that reported ready
+ *   for the generation that gave it the slot;
+ * - `overlapRatio`: share of slots delivered by two members (an overlap
+ *   handoff in flight).
+ */
+export function coverage(state: RingState): { readyRatio: number; overlapRatio: number } {
+  const obs = new Map(state.members.map((m) => [m.name, m]));
+  const serving = (n: string): boolean => isServing(obs.get(n)?.state ?? MemberState.Gone);
+  const applied = (n: string): number => obs.get(n)?.applied ?? 0;
+  const p = state.pending;
+  let ready = 0;
+  let overlap = 0;
+  for (let s = 0; s < state.slotCount; s++) {
+    let holders = 0;
+    let readyHolders = 0;
+    const c = state.committed.owners[s];
+    if (c !== undefined && serving(c)) {
+      // An exclusive loser stops holding a slot once it acknowledged narrowing.
+      const dropped = p !== undefined && p.phase === PendingPhase.Narrowing && p.owners[s] !== c && applied(c) >= narrowingGeneration(p);
+      if (!dropped) {
+        holders++;
+        if (applied(c) >= (state.since[s] ?? 0)) readyHolders++;
+      }
+    }
+    const g = p?.owners[s];
+    if (p !== undefined && p.phase === PendingPhase.Widening && g !== undefined && g !== c && serving(g)) {
+      holders++;
+      if (applied(g) >= p.generation) readyHolders++;
+    }
+    if (readyHolders > 0) ready++;
+    if (holders > 1) overlap++;
+  }
+  return { readyRatio: ready / state.slotCount, overlapRatio: overlap / state.slotCount };
+}
+
+// ---------------------------------------------------------------------------
+// The member side
+
+/** The last committed table a member accepted: its slots and generation. */
+export interface Held {
+  readonly generation: number;
+  readonly slots: readonly number[];
+}
+
+export interface Target {
+  /** The generation the proxy's ranges are stamped with (and acknowledged under). */
+  readonly generation: number;
+  readonly slots: readonly number[];
+  /** The new `Held`, to pass to the next call. */
+  readonly held: Held;
+}
+
+/**
+ * The slots member `name` must enforce, given the tables it last saw and
+ * what it held before:
+ * - a committed table is accepted only if its generation is not below the
+ *   held one (a rolled-back status is ignored, fail closed);
+ * - `Widening`: held ∪ new slots, stamped with the pending generation;
+ * - `Narrowing`: held ∩ new slots, stamped with the reserved generation
+ *   below the pending one;
+ * - otherwise exactly the held slots.
+ *
+ * Widening from what the member *holds* rather than from the status's
+ * committed table keeps the overlap promise even when a leader had to
+ * rebuild the status from scratch.
+ */
+export function follow(held: Held, tables: RingTables | undefined, name: string): Target {
+  let h = held;
+  if (tables !== undefined && tables.committed.generation >= held.generation) {
+    h = { generation: tables.committed.generation, slots: slotsOf(tables.committed.owners, name) };
+  }
+  const p = tables?.pending;
+  if (p !== undefined && p.generation > h.generation) {
+    const mine = new Set(slotsOf(p.owners, name));
+    if (p.phase === PendingPhase.Widening) {
+      return { generation: p.generation, slots: [...new Set([...h.slots, ...mine])].sort((a, b) => a - b), held: h };
+    }
+    return { generation: narrowingGeneration(p), slots: h.slots.filter((s) => mine.has(s)), held: h };
+  }
+  return { generation: h.generation, slots: h.slots, held: h };
+}
