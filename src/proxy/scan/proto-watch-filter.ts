@@ -1,0 +1,378 @@
+/**
+ * Filters a protobuf WATCH stream (`application/vnd.kubernetes.protobuf;stream=watch`)
+ * frame by frame: a 4-byte big-endian length, then a WatchEvent {type = 1,
+ * object = 2 → RawExtension {raw = 1}} whose raw is a `k8s\0` envelope.
+ *
+ * - ADDED, MODIFIED and DELETED pass byte for byte when their object is in
+ *   range, and are dropped otherwise. A dropped event may be replaced by a
+ *   synthetic BOOKMARK carrying its resourceVersion (see `decide`).
+ * - BOOKMARK and ERROR pass.
+ * - Any other type, an unparsable frame, a frame over `maxFrameBytes` or a
+ *   stream that ends inside a frame ends the stream with one ERROR event
+ *   (a 500 InternalError Status). Nothing after it is delivered, and nothing
+ *   is ever passed unfiltered.
+ *
+ * Memory: frames that sit inside one input chunk are inspected in place; a
+ * frame that straddles chunks is assembled in a buffer of its own size (at
+ * most `maxFrameBytes`). Nothing else is held.
+ */
+import { Transform, type TransformCallback } from "node:stream";
+import { ScanError } from "../../errors.ts";
+import type { HashMatcher } from "../../shard/range.ts";
+import type { ShardKey } from "../../shard/selector.ts";
+import { EnvelopeScan, keyField, ObjectScan } from "./proto-object.ts";
+import { protoBookmarkFrame, protoWatchErrorFrame } from "./proto-status.ts";
+import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
+import type { WatchFilterStats } from "./stats.ts";
+
+export interface ProtoWatchFilterOptions {
+  readonly matcher: HashMatcher;
+  readonly key: ShardKey;
+  /** The client sent `allowWatchBookmarks=true`: dropped events may become bookmarks. */
+  readonly allowBookmarks: boolean;
+  /**
+   * The stream starts with initial events: `sendInitialEvents=true`, or a
+   * watch with `resourceVersion` unset or "0", which the server also opens
+   * with the current state as ADDED events. No synthetic bookmark is written
+   * until the upstream `k8s.io/initial-events-end` bookmark has passed.
+   */
+  readonly initialEvents: boolean;
+  /** At most one synthetic bookmark per this many ms. Default 1000. */
+  readonly bookmarkIntervalMs?: number;
+  /** Clock for the bookmark rate limit, in ms. Default `Date.now`. */
+  readonly now?: () => number;
+  /** Largest frame accepted. Default 16 MiB. */
+  readonly maxFrameBytes?: number;
+}
+
+/**
+ * client-go's streaming decoder refuses frames over 16 MiB
+ * (apimachinery runtime/serializer/streaming: `maxBytes: 16 * 1024 * 1024`),
+ * so a larger frame could not reach the controller anyway.
+ */
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+/** design.md §4: "at most one a second per stream". */
+export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
+
+// Event types, as they appear in WatchEvent.type.
+const OTHER = 0;
+const ADDED = 1;
+const MODIFIED = 2;
+const DELETED = 3;
+const BOOKMARK = 4;
+const ERROR = 5;
+
+const TYPE_NAMES: ReadonlyArray<readonly [number, Buffer]> = [
+  [ADDED, Buffer.from("ADDED")],
+  [MODIFIED, Buffer.from("MODIFIED")],
+  [DELETED, Buffer.from("DELETED")],
+  [BOOKMARK, Buffer.from("BOOKMARK")],
+  [ERROR, Buffer.from("ERROR")],
+];
+
+function eventType(buf: Uint8Array, start: number, end: number): number {
+  for (const [code, name] of TYPE_NAMES) if (bytesEqual(buf, start, end, name)) return code;
+  return OTHER;
+}
+
+function syntax(message: string, offset: number, depth: number): ScanError {
+  return new ScanError("SHARDCAR_ERR_SCAN_SYNTAX", message, { offset, depth });
+}
+
+/** What one frame turned out to be, as far as the decision needs it. */
+interface FrameFacts {
+  readonly type: number;
+  readonly inRange: boolean;
+  readonly hasResourceVersion: boolean;
+}
+
+/** The rate limiter and phase the decision reads. */
+interface BookmarkState {
+  readonly allowBookmarks: boolean;
+  readonly initialEvents: boolean;
+  readonly initialEventsEnded: boolean;
+  readonly lastSyntheticAt: number;
+  readonly intervalMs: number;
+}
+
+type Verdict = "pass" | "drop" | "drop+bookmark";
+
+/**
+ * The per-frame decision, a pure function of the frame, the stream's state
+ * and the time. Unknown types never reach it (they fail the stream first).
+ */
+function decide(f: FrameFacts, s: BookmarkState, now: number): Verdict {
+  if (f.type === BOOKMARK || f.type === ERROR || f.inRange) return "pass";
+  if (!s.allowBookmarks || !f.hasResourceVersion) return "drop";
+  // No synthetic bookmark during initial events. client-go's reflector
+  // (tools/cache/reflector.go) treats any non-ADDED event, a BOOKMARK
+  // included, as proof "that the watch has exited the initial list phase"
+  // (handleAnyWatch sets eventReceivedBesidesAdded; Reflector.watch then
+  // starts recording resourceVersions). Initial ADDED events carry each
+  // object's own, older and unordered resourceVersion, so a bookmark made
+  // from one would end that phase early with a wrong resourceVersion.
+  if (s.initialEvents && !s.initialEventsEnded) return "drop";
+  if (now - s.lastSyntheticAt < s.intervalMs) return "drop";
+  return "drop+bookmark";
+}
+
+class ProtoWatchFilter extends Transform {
+  readonly stats: WatchFilterStats = { events: 0, passed: 0, dropped: 0, syntheticBookmarks: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
+
+  private readonly matcher: HashMatcher;
+  private readonly keyField: number;
+  private readonly allowBookmarks: boolean;
+  private readonly initialEvents: boolean;
+  private readonly intervalMs: number;
+  private readonly now: () => number;
+  private readonly maxFrameBytes: number;
+
+  private initialEventsEnded = false;
+  private lastSyntheticAt = Number.NEGATIVE_INFINITY;
+  /** Set once the stream has been ended with an ERROR; later input is discarded. */
+  private dead = false;
+
+  // Framing state. `offset` is the stream offset of the current chunk's byte 0.
+  private offset = 0;
+  private readonly header = Buffer.alloc(4);
+  private headerHave = 0;
+  /** A frame being assembled across chunks: the 4-byte header, then the body. */
+  private partial: Buffer | undefined;
+  private partialHave = 0;
+  private partialAt = 0;
+
+  private readonly event = new WireReader();
+  private readonly rawExt = new WireReader();
+  private readonly env = new EnvelopeScan();
+  private readonly object = new ObjectScan();
+
+  constructor(opts: ProtoWatchFilterOptions) {
+    super();
+    this.matcher = opts.matcher;
+    this.keyField = keyField(opts.key);
+    this.allowBookmarks = opts.allowBookmarks;
+    this.initialEvents = opts.initialEvents;
+    this.intervalMs = opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS;
+    this.now = opts.now ?? Date.now;
+    this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.stats.bytesIn += chunk.length;
+    if (this.dead) {
+      callback();
+      return;
+    }
+    try {
+      this.parse(chunk);
+    } catch (err) {
+      this.fail(err);
+    }
+    this.offset += chunk.length;
+    callback();
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (!this.dead && (this.headerHave > 0 || this.partial !== undefined)) {
+      const announced = this.partial === undefined ? "" : ` (${this.partial.length - 4} bytes announced, ${this.partialHave - 4} received)`;
+      this.fail(new ScanError("SHARDCAR_ERR_SCAN_TRUNCATED", `protobuf watch stream ended inside a frame${announced}`, { offset: this.offset, depth: 0 }));
+    }
+    callback();
+  }
+
+  /**
+   * Ends the stream: one ERROR event, then end of data. Frames before the
+   * bad one were complete and already delivered; nothing after it is.
+   */
+  private fail(err: unknown): void {
+    const message = err instanceof Error ? err.message : String(err);
+    this.dead = true;
+    this.partial = undefined;
+    this.stats.errors++;
+    this.send(protoWatchErrorFrame(500, `shardcar: cannot filter this watch stream: ${message}`, "InternalError"));
+    this.push(null);
+  }
+
+  private send(b: Buffer): void {
+    this.stats.bytesOut += b.length;
+    this.push(b);
+  }
+
+  private parse(c: Buffer): void {
+    const n = c.length;
+    const base = this.offset;
+    let i = 0;
+    // Consecutive passing frames inside this chunk go out as one slice.
+    let runStart = -1;
+    let runEnd = -1;
+    const flushRun = (): void => {
+      if (runStart >= 0) this.send(c.subarray(runStart, runEnd));
+      runStart = runEnd = -1;
+    };
+    try {
+      while (i < n) {
+        const partial = this.partial;
+        if (partial !== undefined) {
+          const take = Math.min(partial.length - this.partialHave, n - i);
+          c.copy(partial, this.partialHave, i, i + take);
+          this.partialHave += take;
+          i += take;
+          if (this.partialHave < partial.length) break;
+          this.partial = undefined;
+          flushRun();
+          this.onFrame(partial, 4, partial.length, this.partialAt - 4, () => this.send(partial));
+          continue;
+        }
+        let len: number;
+        let frameStart: number;
+        if (this.headerHave === 0 && n - i >= 4) {
+          frameStart = i;
+          len = c.readUInt32BE(i);
+          i += 4;
+        } else {
+          // The length itself straddles chunks.
+          while (this.headerHave < 4 && i < n) this.header[this.headerHave++] = c[i++] as number;
+          if (this.headerHave < 4) break;
+          this.headerHave = 0;
+          frameStart = -1;
+          len = this.header.readUInt32BE(0);
+        }
+        if (len > this.maxFrameBytes) {
+          throw new ScanError("SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", `protobuf watch frame of ${len} bytes exceeds the ${this.maxFrameBytes}-byte limit`, {
+            offset: base + i - 4,
+            depth: 0,
+          });
+        }
+        if (frameStart >= 0 && n - i >= len) {
+          // The whole frame is in this chunk: inspect it in place.
+          const start = i;
+          i += len;
+          const frameEnd = i;
+          this.onFrame(
+            c,
+            start,
+            frameEnd,
+            base,
+            () => {
+              // Only adjacent frames share a slice: a dropped frame between
+              // two passing ones must not ride along.
+              if (runStart >= 0 && runEnd !== frameStart) flushRun();
+              if (runStart < 0) runStart = frameStart;
+              runEnd = frameEnd;
+            },
+            flushRun,
+          );
+          continue;
+        }
+        const frame = Buffer.allocUnsafe(4 + len);
+        frame.writeUInt32BE(len, 0);
+        this.partial = frame;
+        this.partialHave = 4;
+        this.partialAt = base + i;
+      }
+    } finally {
+      // Whatever passed before a failure was complete and filtered.
+      flushRun();
+    }
+  }
+
+  /**
+   * Inspects one frame body `buf[start, end)` and acts on it: `pass` sends
+   * the original bytes, `beforeOther` must run before anything else is sent
+   * so frames stay in order.
+   */
+  private onFrame(buf: Uint8Array, start: number, end: number, base: number, pass: () => void, beforeOther: () => void = () => {}): void {
+    this.stats.events++;
+    const e = this.event.reset(buf, start, end, base, 0);
+    let typeStart = -1;
+    let typeEnd = -1;
+    let rawStart = -1;
+    let rawEnd = -1;
+    while (e.next()) {
+      if (e.wire !== WIRE_LEN) continue;
+      if (e.field === 1) {
+        typeStart = e.valueStart;
+        typeEnd = e.valueEnd;
+      } else if (e.field === 2) {
+        // RawExtension; repeated occurrences merge, so the last raw wins.
+        const r = this.rawExt.reset(buf, e.valueStart, e.valueEnd, base, 1);
+        while (r.next()) {
+          if (r.field === 1 && r.wire === WIRE_LEN) {
+            rawStart = r.valueStart;
+            rawEnd = r.valueEnd;
+          }
+        }
+      }
+    }
+    const type = typeStart < 0 ? OTHER : eventType(buf, typeStart, typeEnd);
+    if (type === OTHER) {
+      const name = typeStart < 0 ? "" : Buffer.from(buf.subarray(typeStart, Math.min(typeEnd, typeStart + 64))).toString("utf8");
+      // Fail closed: a new mutation type must not bypass sharding.
+      throw syntax(`unknown watch event type ${JSON.stringify(name)}`, base + start, 0);
+    }
+    let inRange = false;
+    let hasRv = false;
+    const needObject = type === ADDED || type === MODIFIED || type === DELETED || (type === BOOKMARK && this.initialEvents && !this.initialEventsEnded);
+    if (needObject) {
+      if (rawStart < 0) throw syntax("watch event without object.raw", base + start, 1);
+      const env = this.env;
+      env.scan(buf, rawStart, rawEnd, base, 2);
+      if (env.rawStart < 0) throw syntax("watch event object without runtime.Unknown raw", base + rawStart, 2);
+      if (env.contentEncodingLength > 0) throw syntax("watch event object has a contentEncoding; cannot read it", base + rawStart, 2);
+      if (env.typeMetaStart < 0) throw syntax("watch event object without typeMeta", base + rawStart, 2);
+      const o = this.object;
+      o.scan(buf, env.rawStart, env.rawEnd, this.keyField, base, 3, type === BOOKMARK);
+      inRange = o.keyStart < 0 ? this.matcher.matchesBytes(buf, 0, 0) : this.matcher.matchesBytes(buf, o.keyStart, o.keyEnd);
+      hasRv = o.rvEnd > o.rvStart;
+    }
+    const now = this.now();
+    const verdict = decide(
+      { type, inRange, hasResourceVersion: hasRv },
+      {
+        allowBookmarks: this.allowBookmarks,
+        initialEvents: this.initialEvents,
+        initialEventsEnded: this.initialEventsEnded,
+        lastSyntheticAt: this.lastSyntheticAt,
+        intervalMs: this.intervalMs,
+      },
+      now,
+    );
+    if (verdict === "pass") {
+      this.stats.passed++;
+      pass();
+      if (type === BOOKMARK && this.initialEvents && !this.initialEventsEnded && this.object.initialEventsEnd) {
+        this.initialEventsEnded = true;
+        beforeOther();
+        this.emit("initial-events-end");
+      }
+      return;
+    }
+    this.stats.dropped++;
+    if (verdict === "drop+bookmark") {
+      const env = this.env;
+      const o = this.object;
+      beforeOther();
+      this.lastSyntheticAt = now;
+      this.stats.syntheticBookmarks++;
+      this.send(protoBookmarkFrame(buf.subarray(env.typeMetaStart, env.typeMetaEnd), buf.subarray(o.rvStart, o.rvEnd)));
+    }
+  }
+}
+
+/**
+ * Creates a Transform that filters one protobuf watch stream (see the module
+ * comment). Pipe the upstream body in and the output to the client.
+ *
+ * Never errors: a stream it cannot vouch for is ended with an ERROR event
+ * (counted in `stats.errors`) and its readable side ends; input after that
+ * is read and discarded, so the caller should abort upstream once the
+ * client's response has finished.
+ *
+ * Emits `"initial-events-end"` (no arguments) once, right after the upstream
+ * `k8s.io/initial-events-end` bookmark has been pushed, when `initialEvents`
+ * is set. `stats` is updated in place. Single use.
+ */
+export function createProtoWatchFilter(opts: ProtoWatchFilterOptions): Transform & { readonly stats: WatchFilterStats } {
+  return new ProtoWatchFilter(opts);
+}
