@@ -1,0 +1,604 @@
+/**
+ * The HTTP layer of devapi: routes requests to the store, negotiates the
+ * response format, applies the KEP-5866 gate, and streams lists and watches.
+ * Decisions live in the pure modules (request, gate, list, selectors,
+ * negotiate, table); this file reads inputs, calls them, and writes bytes.
+ */
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "../log.ts";
+import { HashMatcher } from "../shard/range.ts";
+import { formatSelector, parseSelector } from "../shard/selector.ts";
+import { SelectorSyntaxError } from "../errors.ts";
+import { decodeContinue, encodeContinue } from "./continue.ts";
+import { apiGroup, coreVersions, groupList, groupsOf, resourceList, rootPaths, VERSION_INFO } from "./discovery.ts";
+import { effectiveGate, gateEnabled, watchFiltered, type EffectiveGate } from "./gate.ts";
+import { goJson, isRecord } from "./json.ts";
+import { selectPage, type Page, type ServingPath } from "./list.ts";
+import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
+import { patchTypeOf } from "./patch.ts";
+import { parseListQuery, parseResourceVersion, route, type ListQuery, type Route } from "./request.ts";
+import { matchFields, matchLabels, parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from "./selectors.ts";
+import {
+  badRequest,
+  DevApiStatusError,
+  expired,
+  internal,
+  methodNotAllowed,
+  notAcceptable,
+  notFound,
+  tooLarge,
+  tooLargeResourceVersion,
+  unauthorized,
+  unsupportedMediaType,
+  type StatusBody,
+} from "./status.ts";
+import type { MemoryStore, ResolvedDef, ResourceState, StoreListener, StoredObject } from "./store.ts";
+import { columnDefinitionsJson, pomJson, rowJson } from "./table.ts";
+import type { GateMode } from "./types.ts";
+import { viewEvent, WatchSession } from "./watch.ts";
+
+/**
+ * The apiserver's own cap on request bodies (3 MiB, `maxRequestBodyBytes`
+ * in k8s.io/apiserver): anything a real server accepts fits, and a runaway
+ * client cannot make the test server buffer without bound.
+ */
+const MAX_BODY_BYTES = 3 * 1024 * 1024;
+
+/** Lists are written in chunks of about this size, awaiting `drain` in between. */
+const LIST_CHUNK_BYTES = 256 * 1024;
+
+export interface RequestRecord {
+  method: string;
+  url: string;
+  authorization?: string;
+}
+
+export interface DevApiStats {
+  /** LIST requests per resource plural (`pods`, `leases`), counted when they arrive. */
+  readonly lists: Map<string, number>;
+  /** WATCH requests (including watch-lists) per resource plural. */
+  readonly watches: Map<string, number>;
+  /** The most recent requests, oldest first (bounded; see `maxRecordedRequests`). */
+  readonly requests: RequestRecord[];
+  /** Watch streams currently open. */
+  readonly openWatches: number;
+}
+
+export interface HandlerOptions {
+  readonly store: MemoryStore;
+  readonly logger: Logger;
+  readonly bookmarkIntervalMs: number;
+  readonly requireToken: boolean | string;
+  readonly maxRecordedRequests: number;
+  readonly now: () => number;
+  /** host:port for `/api` discovery. */
+  readonly serverAddress: () => string;
+}
+
+const TYPE_JSON = "application/json";
+
+function bump(m: Map<string, number>, k: string): void {
+  m.set(k, (m.get(k) ?? 0) + 1);
+}
+
+/** The request handler and its state: gate mode, counters, open watches. */
+export class DevApiHandler {
+  private readonly o: HandlerOptions;
+  private gateMode: GateMode = "on";
+  private gateIndex = 0;
+  private readonly sessions = new Set<WatchSession>();
+  readonly stats: DevApiStats;
+
+  constructor(o: HandlerOptions, gate: GateMode) {
+    this.o = o;
+    this.gateMode = gate;
+    const sessions = this.sessions;
+    this.stats = {
+      lists: new Map(),
+      watches: new Map(),
+      requests: [],
+      get openWatches() {
+        return sessions.size;
+      },
+    };
+  }
+
+  get gate(): GateMode {
+    return this.gateMode;
+  }
+
+  /** Setting the mode restarts the `mixed` alternation at `on`. */
+  set gate(mode: GateMode) {
+    this.gateMode = mode;
+    this.gateIndex = 0;
+  }
+
+  /** Ends every open watch stream. */
+  closeWatches(): void {
+    for (const s of [...this.sessions]) s.close();
+  }
+
+  private nextGate(): EffectiveGate {
+    return effectiveGate(this.gateMode, this.gateIndex++);
+  }
+
+  private record(req: IncomingMessage): void {
+    const r: RequestRecord = { method: req.method ?? "GET", url: req.url ?? "/" };
+    const auth = req.headers.authorization;
+    if (auth !== undefined) r.authorization = auth;
+    const list = this.stats.requests;
+    list.push(r);
+    if (list.length > this.o.maxRecordedRequests) list.splice(0, list.length - this.o.maxRecordedRequests);
+  }
+
+  private authorized(req: IncomingMessage): boolean {
+    const want = this.o.requireToken;
+    if (want === false) return true;
+    const auth = req.headers.authorization ?? "";
+    if (want === true) return /^Bearer \S+$/.test(auth);
+    return auth === `Bearer ${want}`;
+  }
+
+  /** The `node:http` request listener. Never rejects. */
+  handle = (req: IncomingMessage, res: ServerResponse): void => {
+    this.dispatch(req, res).catch((e: unknown) => this.fail(req, res, e));
+  };
+
+  private fail(req: IncomingMessage, res: ServerResponse, e: unknown): void {
+    let status: StatusBody;
+    if (e instanceof DevApiStatusError) {
+      status = e.status;
+    } else {
+      this.o.logger.error({ err: e, method: req.method, url: req.url }, "devapi: internal error");
+      status = internal(e instanceof Error ? e.message : String(e)).status;
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const url = new URL(req.url ?? "/", "http://devapi");
+    this.send(res, status.code, status, wantsPretty(url.searchParams, req.headers["user-agent"]));
+  }
+
+  private send(res: ServerResponse, code: number, body: unknown, pretty: boolean): void {
+    const text = pretty ? prettyJson(goJson(body)) : goJson(body);
+    const buf = Buffer.from(text);
+    res.writeHead(code, { ...baseHeaders(), "Content-Length": buf.length });
+    res.end(buf);
+  }
+
+  private sendBytes(res: ServerResponse, code: number, body: Buffer, pretty: boolean): void {
+    const buf = pretty ? Buffer.from(prettyJson(body.toString("utf8"))) : body;
+    res.writeHead(code, { ...baseHeaders(), "Content-Length": buf.length });
+    res.end(buf);
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.record(req);
+    const url = new URL(req.url ?? "/", "http://devapi");
+    const pretty = wantsPretty(url.searchParams, req.headers["user-agent"]);
+    const store = this.o.store;
+    const r = route(
+      url.pathname,
+      (g, v, res_) => store.find({ group: g, version: v, resource: res_ }),
+      (g, v) => {
+        const vs = groupsOf(store.all().map((s) => s.def)).get(g);
+        return vs !== undefined && (v === undefined || vs.includes(v));
+      },
+    );
+    if (r.kind === "health") {
+      res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8" });
+      res.end("ok");
+      return;
+    }
+    if (!this.authorized(req)) throw unauthorized();
+    const method = req.method ?? "GET";
+    if (r.kind !== "resource") {
+      if (method !== "GET") throw methodNotAllowed();
+      this.send(res, 200, this.discovery(r), pretty);
+      return;
+    }
+    const collection = r.name === undefined;
+    switch (method) {
+      case "GET":
+        if (collection || r.watchPath) await this.listOrWatch(req, res, r, url.searchParams, pretty);
+        else this.getOne(req, res, r, pretty);
+        return;
+      case "POST":
+        if (!collection || r.watchPath || (r.state.def.namespaced && r.namespace === undefined)) throw methodNotAllowed();
+        this.sendBytes(res, 201, store.createIn(r.state, await readJson(req), { namespace: r.namespace ?? "", keepIdentity: false }).full, pretty);
+        return;
+      case "PUT": {
+        if (collection || r.watchPath) throw methodNotAllowed();
+        const body = await readJson(req);
+        const o = store.replaceIn(r.state, body, { namespace: r.namespace ?? "", name: r.name, ...(r.subresource ? { subresource: r.subresource } : {}) });
+        this.sendBytes(res, 200, o.full, pretty);
+        return;
+      }
+      case "PATCH": {
+        if (collection || r.watchPath) throw methodNotAllowed();
+        const ct = req.headers["content-type"] ?? "";
+        const type = patchTypeOf(ct);
+        if (type === undefined) throw unsupportedMediaType(ct);
+        const patch = parseJson(await readBody(req));
+        this.sendBytes(res, 200, store.patchIn(r.state, r.namespace, r.name, patch, type, r.subresource).full, pretty);
+        return;
+      }
+      case "DELETE": {
+        if (r.watchPath || r.subresource !== undefined) throw methodNotAllowed();
+        if (collection) {
+          await this.deleteCollection(req, res, r, url.searchParams, pretty);
+          return;
+        }
+        const raw = await readBody(req);
+        const pre = preconditions(raw.length === 0 ? {} : parseJson(raw));
+        this.sendBytes(res, 200, store.deleteIn(r.state, r.namespace, r.name, pre).full, pretty);
+        return;
+      }
+      default:
+        throw methodNotAllowed();
+    }
+  }
+
+  private discovery(r: Exclude<Route, { kind: "resource" } | { kind: "health" }>): unknown {
+    const defs = this.o.store.all().map((s) => s.def);
+    switch (r.kind) {
+      case "root":
+        return rootPaths(defs);
+      case "version":
+        return VERSION_INFO;
+      case "coreVersions":
+        return coreVersions(this.o.serverAddress());
+      case "groups":
+        return groupList(defs);
+      case "group":
+        return apiGroup(defs, r.group);
+      case "resources":
+        return resourceList(defs, r.group, r.version);
+    }
+  }
+
+  private getOne(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, pretty: boolean): void {
+    // A single-object GET ignores shardSelector entirely, even an invalid one (recorded).
+    const format = negotiate(req.headers.accept);
+    if (format === undefined) throw notAcceptable();
+    const o = r.state.objects.get(r.namespace === undefined ? (r.name as string) : `${r.namespace}/${r.name as string}`);
+    if (!o) throw notFound(r.state.qualified, r.name as string);
+    if (format.kind === "json") return this.sendBytes(res, 200, o.full, pretty);
+    if (format.kind === "pom") return this.sendBytes(res, 200, pomJson(o, format.version), pretty);
+    const q = parseListQuery(new URL(req.url ?? "/", "http://devapi").searchParams, false);
+    const body = Buffer.concat([
+      Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":{"resourceVersion":"${o.rv}"},"columnDefinitions":${columnDefinitionsJson(r.state.def.columns ?? [])},"rows":[`),
+      rowJson(o, r.state.def.columns ?? [], q.includeObject, format.version, this.o.now()),
+      Buffer.from("]}"),
+    ]);
+    this.sendBytes(res, 200, body, pretty);
+  }
+
+  /** Label, field and shard selection for one collection request, per the gate this request drew. */
+  private selection(state: ResourceState, q: ListQuery, namespace: string | undefined, gate: EffectiveGate): Selection {
+    const def = state.def;
+    // Selector syntax errors are 400s from parameter decoding, before the shard selector is looked at.
+    const labels = parseLabelSelector(q.labelSelector);
+    const fields = parseFieldSelector(q.fieldSelector, (f) => f === "metadata.name" || f === "metadata.namespace" || Object.hasOwn(def.fieldSelectors ?? {}, f));
+    let shard: Selection["shard"];
+    // An empty `shardSelector=` is the same as none; with the gate off even garbage is ignored.
+    if (gateEnabled(gate) && q.shardSelector !== "") {
+      try {
+        const sel = parseSelector(q.shardSelector);
+        // The echo keeps the ranges as written (order, duplicates), normalised in spelling only.
+        shard = { key: sel.key, matcher: new HashMatcher(sel.ranges), canonical: formatSelector(sel) };
+      } catch (e) {
+        if (e instanceof SelectorSyntaxError) throw internal(`invalid shard selector: ${e.message}`);
+        throw e;
+      }
+    }
+    return new Selection({ labels, fields, shard, namespace, def });
+  }
+
+  private async listOrWatch(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean): Promise<void> {
+    const format = negotiate(req.headers.accept);
+    if (format === undefined) throw notAcceptable();
+    const q = parseListQuery(params, r.watchPath);
+    if (q.watch) {
+      bump(this.stats.watches, r.state.def.resource);
+      this.watch(res, r, q, format);
+      return;
+    }
+    bump(this.stats.lists, r.state.def.resource);
+    await this.list(res, r, q, format, pretty);
+  }
+
+  private async list(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat, pretty: boolean): Promise<void> {
+    const state = r.state;
+    const gate = this.nextGate();
+    const sel = this.selection(state, q, r.namespace, gate);
+    const current = this.o.store.currentRv;
+
+    let atRv: number | undefined;
+    let after: string | undefined;
+    let limit = q.limit;
+    let path: ServingPath = "cache";
+    if (q.continueToken !== "") {
+      if ((q.resourceVersion ?? "") !== "" && q.resourceVersion !== "0") throw badRequest("specifying resource version is not allowed when using continue");
+      const tok = decodeContinue(q.continueToken);
+      after = tok.after;
+      if (tok.rv !== -1) {
+        if (tok.rv < state.compactedRv) {
+          throw expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            encodeContinue(-1, tok.after),
+          );
+        }
+        atRv = tok.rv;
+      }
+    } else if (q.resourceVersion === "0") {
+      // The watch cache serves resourceVersion=0 and ignores limit (recorded).
+      limit = 0;
+    } else if (q.resourceVersion !== undefined && q.resourceVersion !== "") {
+      const n = parseResourceVersion(q.resourceVersion);
+      if (n > current) throw tooLargeResourceVersion(n, current);
+      if (q.resourceVersionMatch === "Exact") {
+        atRv = n;
+        path = "etcd";
+      }
+    }
+    const servedRv = atRv ?? current;
+    const items = state.itemsAt(atRv, r.namespace, after);
+    const page = selectPage({ items, matches: (o) => sel.matches(o), limit, predicateEmpty: sel.labels.length === 0 && sel.fields.length === 0, path });
+    const parts = listBody(sel, format, page, servedRv, path, q, this.o.now());
+    res.writeHead(200, { ...baseHeaders() });
+    if (pretty) {
+      res.end(prettyJson(Buffer.concat(parts).toString("utf8")));
+      return;
+    }
+    await writeChunked(res, parts);
+  }
+
+  private watch(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat): void {
+    const state = r.state;
+    const store = this.o.store;
+    const gate = this.nextGate();
+    const sel = this.selection(state, q, r.namespace, gate);
+    if (r.name !== undefined) sel.fields = [...sel.fields, { field: "metadata.name", op: "=", value: r.name }];
+    if (!watchFiltered(gate, sel.labels.length > 0 || sel.fields.length > 0)) sel.shard = undefined;
+    const passes = (o: StoredObject): boolean => sel.matches(o);
+
+    // Where the stream starts (cacher.Watch): sendInitialEvents=true, or the
+    // legacy unset/"0" resourceVersion, sends the current state first.
+    const rvParam = q.resourceVersion ?? "";
+    const legacyCurrent = rvParam === "" || rvParam === "0";
+    const initial = q.sendInitialEvents === true || (q.sendInitialEvents === undefined && legacyCurrent);
+    const fromRv = q.sendInitialEvents === true || legacyCurrent ? store.currentRv : parseResourceVersion(rvParam);
+
+    res.writeHead(200, { ...baseHeaders(), "Transfer-Encoding": "chunked" });
+    res.flushHeaders();
+    const now = this.o.now;
+    let unsubscribe = (): void => undefined;
+    const session = new WatchSession(res, {
+      def: state.def,
+      format,
+      includeObject: q.includeObject,
+      bookmarks: q.allowWatchBookmarks,
+      bookmarkIntervalMs: this.o.bookmarkIntervalMs,
+      deadline: q.timeoutSeconds !== undefined && q.timeoutSeconds > 0 ? now() + q.timeoutSeconds * 1000 : undefined,
+      currentRv: () => store.currentRv,
+      now,
+      onClose: () => {
+        unsubscribe();
+        this.sessions.delete(session);
+      },
+    });
+    if (session.isClosed) return;
+    this.sessions.add(session);
+
+    // Everything from here to subscribing is synchronous: no write can slip between the snapshot (or replay) and the live feed.
+    if (initial) {
+      session.initial(state.itemsAt(undefined, r.namespace, undefined).filter(passes));
+      // The initial-events-end bookmark (watch-list; also recorded for resourceVersion=0 with bookmarks).
+      if (q.allowWatchBookmarks) session.bookmark(true);
+    } else {
+      let replay;
+      try {
+        replay = state.eventsSince(fromRv);
+      } catch (e) {
+        if (e instanceof DevApiStatusError) {
+          session.fail(e.status);
+          return;
+        }
+        throw e;
+      }
+      for (const e of replay) {
+        const v = viewEvent(e, passes);
+        if (v) session.event(v.type, v.object);
+      }
+    }
+    const listener: StoreListener = (e) => {
+      if (e.rv <= fromRv) return;
+      const v = viewEvent(e, passes);
+      if (v) session.event(v.type, v.object);
+    };
+    state.listeners.add(listener);
+    unsubscribe = () => {
+      state.listeners.delete(listener);
+    };
+    if (session.isClosed) unsubscribe();
+  }
+
+  private async deleteCollection(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean): Promise<void> {
+    await readBody(req);
+    const q = parseListQuery(params, false);
+    const sel = this.selection(r.state, q, r.namespace, this.nextGate());
+    const store = this.o.store;
+    const deleted = r.state
+      .itemsAt(undefined, r.namespace, undefined)
+      .filter((o) => sel.matches(o))
+      .map((o) => store.deleteIn(r.state, o.namespace, o.name));
+    const page: Page = { items: deleted };
+    const parts = listBody(sel, { kind: "json" }, page, store.currentRv, "etcd", q, this.o.now());
+    this.sendBytes(res, 200, Buffer.concat(parts), pretty);
+  }
+}
+
+/** A request's label, field and shard selection, ANDed with its namespace. */
+class Selection {
+  labels: LabelSelector;
+  fields: FieldSelector;
+  shard: { key: "uid" | "namespace"; matcher: HashMatcher; canonical: string } | undefined;
+  readonly namespace: string | undefined;
+  readonly def: ResolvedDef;
+
+  constructor(init: { labels: LabelSelector; fields: FieldSelector; shard: Selection["shard"]; namespace: string | undefined; def: ResolvedDef }) {
+    this.labels = init.labels;
+    this.fields = init.fields;
+    this.shard = init.shard;
+    this.namespace = init.namespace;
+    this.def = init.def;
+  }
+
+  matches(o: StoredObject): boolean {
+    if (this.namespace !== undefined && o.namespace !== this.namespace) return false;
+    if (this.shard !== undefined) {
+      const [hi, lo] = this.shard.key === "uid" ? o.uidHash : o.nsHash;
+      if (!this.shard.matcher.matchesParts(hi, lo)) return false;
+    }
+    if (this.labels.length > 0 && !matchLabels(this.labels, o.labels)) return false;
+    if (this.fields.length > 0 && !matchFields(this.fields, (f) => this.fieldValue(o, f))) return false;
+    return true;
+  }
+
+  private fieldValue(o: StoredObject, field: string): string {
+    if (field === "metadata.name") return o.name;
+    if (field === "metadata.namespace") return o.namespace;
+    const f = this.def.fieldSelectors?.[field];
+    return f ? f(o.object) : "";
+  }
+}
+
+/** The bytes of a list response, as an array of parts to write in order. */
+function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, path: ServingPath, q: ListQuery, now: number): Buffer[] {
+  const def = sel.def;
+  const cont = page.continueAfter === undefined ? undefined : encodeContinue(rv, page.continueAfter);
+  const meta: Record<string, unknown> = { resourceVersion: String(rv) };
+  if (cont !== undefined) meta.continue = cont;
+  if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount;
+  const parts: Buffer[] = [];
+  const items = (each: (o: StoredObject) => Buffer): void => {
+    page.items.forEach((o, i) => {
+      if (i > 0) parts.push(COMMA);
+      parts.push(each(o));
+    });
+  };
+  if (format.kind === "table") {
+    const cols = def.columns ?? [];
+    parts.push(Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":${goJson(meta)},"columnDefinitions":${columnDefinitionsJson(cols)},"rows":[`));
+    items((o) => rowJson(o, cols, q.includeObject, format.version, now));
+    parts.push(Buffer.from("]}"));
+    return parts;
+  }
+  if (format.kind === "pom") {
+    parts.push(Buffer.from(`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/${format.version}","metadata":${goJson(meta)},"items":[`));
+    items((o) => pomJson(o, format.version));
+    parts.push(Buffer.from("]}"));
+    return parts;
+  }
+  if (def.encoding === "unstructured") {
+    // Unstructured lists are maps: keys sorted, so metadata (and continue,
+    // always present, possibly "") comes after the items, and no shardInfo.
+    const umeta: Record<string, unknown> = { continue: cont ?? "" };
+    if (page.remainingItemCount !== undefined) umeta.remainingItemCount = page.remainingItemCount;
+    umeta.resourceVersion = String(rv);
+    parts.push(Buffer.from(`{"apiVersion":${JSON.stringify(def.apiVersion)},"items":[`));
+    items((o) => o.item);
+    parts.push(Buffer.from(`],"kind":${JSON.stringify(def.listKind)},"metadata":${goJson(umeta)}}`));
+    return parts;
+  }
+  // Typed lists echo the normalised selector on every page (recorded), before the items.
+  if (sel.shard !== undefined) meta.shardInfo = { selector: sel.shard.canonical };
+  parts.push(Buffer.from(`{"kind":${JSON.stringify(def.listKind)},"apiVersion":${JSON.stringify(def.apiVersion)},"metadata":${goJson(meta)},"items":[`));
+  // The etcd path (resourceVersionMatch=Exact) decodes items with their type meta (recorded).
+  items((o) => (path === "etcd" ? o.full : o.item));
+  parts.push(Buffer.from("]}"));
+  return parts;
+}
+
+const COMMA = Buffer.from(",");
+
+function baseHeaders(): Record<string, string> {
+  return { "Audit-Id": randomUUID(), "Cache-Control": "no-cache, private", "Content-Type": TYPE_JSON };
+}
+
+/** Writes parts in ~256 KiB chunks, waiting for `drain`; stops quietly if the client goes away. */
+async function writeChunked(res: ServerResponse, parts: readonly Buffer[]): Promise<void> {
+  let batch: Buffer[] = [];
+  let size = 0;
+  const flush = async (): Promise<boolean> => {
+    if (batch.length === 0) return !res.destroyed;
+    const chunk = Buffer.concat(batch, size);
+    batch = [];
+    size = 0;
+    if (res.destroyed) return false;
+    if (res.write(chunk)) return true;
+    return new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => () => {
+        res.off("drain", onDrain);
+        res.off("close", onClose);
+        resolve(ok);
+      };
+      const onDrain = done(true);
+      const onClose = done(false);
+      res.on("drain", onDrain);
+      res.on("close", onClose);
+    });
+  };
+  for (const p of parts) {
+    batch.push(p);
+    size += p.length;
+    if (size >= LIST_CHUNK_BYTES && !(await flush())) return;
+  }
+  if (!(await flush())) return;
+  res.end();
+}
+
+/** Go-style indentation (two spaces) with Go's HTML escaping preserved. */
+function prettyJson(text: string): string {
+  const s = JSON.stringify(JSON.parse(text) as unknown, null, 2);
+  return s.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + "\n";
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > MAX_BODY_BYTES) {
+      req.resume();
+      throw tooLarge(MAX_BODY_BYTES);
+    }
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString("utf8")) as unknown;
+  } catch (e) {
+    throw badRequest(`couldn't get version/kind; json parse error: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const ct = (req.headers["content-type"] ?? TYPE_JSON).split(";")[0]?.trim().toLowerCase() ?? "";
+  if (ct !== TYPE_JSON && ct !== "*/*" && ct !== "") throw unsupportedMediaType(ct);
+  return parseJson(await readBody(req));
+}
+
+function preconditions(body: unknown): { uid?: string; resourceVersion?: string } {
+  if (!isRecord(body) || !isRecord(body.preconditions)) return {};
+  const out: { uid?: string; resourceVersion?: string } = {};
+  if (typeof body.preconditions.uid === "string") out.uid = body.preconditions.uid;
+  if (typeof body.preconditions.resourceVersion === "string") out.resourceVersion = body.preconditions.resourceVersion;
+  return out;
+}
