@@ -1,0 +1,508 @@
+/**
+ * The JSON LIST filter: a Transform that passes a list body through with only
+ * the items of this replica's shard, without ever parsing the whole body.
+ *
+ * How bytes flow. Every input byte is, at any moment, in one of three modes:
+ * EMIT (goes out as is), HOLD (kept until a decision) or SKIP (discarded).
+ * - The head of the body (up to the list `metadata`, or to `items`) is held
+ *   until the path is known, so `stats.path` is final before the first byte
+ *   goes out: the proxy's fallback=fail mode relies on that.
+ * - Typed lists put `metadata` before `items`. When
+ *   `metadata.shardInfo.selector` equals the selector sent, the rest of the
+ *   body goes through untouched and unscanned (the fast path).
+ * - Otherwise each item is held from its first byte until its
+ *   `metadata.uid`/`metadata.namespace` is read, then either released and
+ *   streamed (in range) or skipped to its end. Memory is bounded by the
+ *   largest item prefix up to that key, never by the list.
+ * - Separators are rewritten, not copied: a kept item is preceded by a comma
+ *   only if another kept item came before it, so dropping the first items
+ *   still yields valid JSON.
+ * - The top-level closing brace is held back until the input has ended
+ *   cleanly, so a body cut anywhere never comes out as a shorter valid list.
+ */
+import { Transform, type TransformCallback } from "node:stream";
+import { ScanError } from "../../errors.ts";
+import type { HashMatcher } from "../../shard/range.ts";
+import type { ShardKey } from "../../shard/selector.ts";
+import {
+  compilePaths,
+  decodeJsonString,
+  DEFAULT_MAX_DEPTH,
+  JsonScanner,
+  KIND_ARRAY,
+  KIND_OBJECT,
+  type PathNode,
+  type ScanSink,
+  type ValueKind,
+} from "./json-scanner.ts";
+import type { ListFilterStats } from "./stats.ts";
+
+export type { ListFilterStats } from "./stats.ts";
+
+export interface ListFilterOptions {
+  /** The replica's ranges. */
+  readonly matcher: HashMatcher;
+  /** Hash `metadata.uid` or `metadata.namespace`. */
+  readonly key: ShardKey;
+  /** The exact selector the proxy sent upstream; a `shardInfo.selector` equal to it selects the fast path. */
+  readonly sentSelector?: string;
+  /** Largest item (or list head) accepted; larger fails with `SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE`. Default {@link DEFAULT_MAX_ITEM_BYTES}. */
+  readonly maxItemBytes?: number;
+  /** Nesting limit; deeper fails with `SHARDCAR_ERR_SCAN_DEPTH`. Default 10000, as Go's encoding/json. */
+  readonly maxDepth?: number;
+}
+
+/**
+ * etcd refuses requests over 1.5 MiB by default, which bounds a stored object;
+ * its JSON can be a few times its protobuf size, and a Table row with
+ * `includeObject=Object` carries the object plus cells. 16 MiB is ten times
+ * the etcd bound: no real item is refused, and one stuck stream holds at most
+ * this much.
+ */
+export const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
+
+// Node ids for the paths this filter reads.
+const ROOT = 1;
+const META = 2;
+const REMAINING = 3;
+const SELECTOR = 4;
+const KIND = 5;
+const ITEMS = 6;
+const ITEM = 7;
+const ITEM_META = 8;
+const ITEM_KEY = 9;
+
+/** Depth of an item's container (the `items` or `rows` array); items open one deeper. */
+const ITEMS_DEPTH = 2;
+
+function listPaths(key: ShardKey): PathNode {
+  const itemMeta = { id: ITEM_META, keys: { [key]: { id: ITEM_KEY } } };
+  return compilePaths({
+    id: ROOT,
+    keys: {
+      kind: { id: KIND },
+      metadata: { id: META, keys: { remainingItemCount: { id: REMAINING }, shardInfo: { keys: { selector: { id: SELECTOR } } } } },
+      // Typed, custom-resource and PartialObjectMetadata lists: items[].metadata.
+      items: { id: ITEMS, commas: true, element: { id: ITEM, keys: { metadata: itemMeta } } },
+      // Table: rows[].object.metadata (PartialObjectMetadata or the full object).
+      rows: { id: ITEMS, commas: true, element: { id: ITEM, keys: { object: { keys: { metadata: itemMeta } } } } },
+    },
+  });
+}
+
+const EMIT = 0;
+const HOLD = 1;
+const SKIP = 2;
+
+const UNDECIDED = 0;
+const KEEP = 1;
+const DROP = 2;
+
+const COMMA = Buffer.from(",");
+
+function isWs(b: number | undefined): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+}
+
+/**
+ * The decision engine, free of streams: `write` takes a chunk and returns the
+ * bytes to send for it; `end` returns the tail or throws. Both throw
+ * {@link ScanError} on malformed or truncated input.
+ */
+class ListFilterEngine implements ScanSink {
+  readonly stats: ListFilterStats = { path: "filter", serverFiltered: "inferred", items: 0, kept: 0, dropped: 0, bytesIn: 0, bytesOut: 0 };
+  /** Items dropped because no key could be read (counted in `dropped` too). */
+  unkeyed = 0;
+
+  private readonly matcher: HashMatcher;
+  private readonly key: ShardKey;
+  private readonly sentSelector: string | undefined;
+  private readonly maxItemBytes: number;
+  private readonly scanner: JsonScanner;
+
+  private mode = HOLD; // the head is held until the path is decided
+  private markPos = 0; // absolute offset where the current mode began (or this chunk, if later)
+  private chunk: Buffer = Buffer.alloc(0);
+  private chunkBase = 0;
+  private out: Buffer[] = [];
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private heldStart = 0; // absolute offset of held[0]
+
+  /** The rest of the body streams through unscanned. */
+  private raw = false;
+  /** The path (fast or filter) is known and the head has been released. */
+  private decided = false;
+  private selector: string | undefined;
+  private remainingKeyStart = -1;
+  private remainingEnd = -1;
+  private metaOpen = false;
+  /** The top-level kind is Status (seen before any decision). */
+  private statusKind = false;
+
+  private inItems = false;
+  private keptInArray = 0;
+  private itemStart = -1;
+  private itemDecision = UNDECIDED;
+  private keyMatch: boolean | undefined;
+
+  constructor(opts: ListFilterOptions) {
+    this.matcher = opts.matcher;
+    this.key = opts.key;
+    this.sentSelector = opts.sentSelector;
+    this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
+    this.scanner = new JsonScanner(listPaths(opts.key), this, {
+      maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
+      maxTokenBytes: this.maxItemBytes,
+      multi: false,
+    });
+  }
+
+  write(chunk: Buffer): Buffer[] {
+    this.stats.bytesIn += chunk.length;
+    if (this.raw) return [chunk];
+    this.chunk = chunk;
+    this.chunkBase = this.stats.bytesIn - chunk.length;
+    this.markPos = this.chunkBase;
+    this.scanner.scan(chunk, this.chunkBase);
+    // The rest of the chunk goes to the current mode (EMIT once on the fast path).
+    this.switchMode(this.mode, this.stats.bytesIn);
+    if (this.itemStart >= 0 && this.stats.bytesIn - this.itemStart > this.maxItemBytes) {
+      throw this.tooLarge(this.stats.bytesIn);
+    }
+    const out = this.out;
+    this.out = [];
+    return out;
+  }
+
+  end(): Buffer[] {
+    if (this.raw) return [];
+    if (!this.scanner.complete) {
+      throw new ScanError("SHARDCAR_ERR_SCAN_TRUNCATED", "the body ended before its top-level value closed", {
+        offset: this.stats.bytesIn,
+        depth: this.scanner.currentDepth,
+      });
+    }
+    // The top-level close (and trailing whitespace), or a whole body that never
+    // reached a decision point (no metadata, no items).
+    return this.held;
+  }
+
+  // -- byte routing ----------------------------------------------------------
+
+  /** Routes `[markPos, pos)` of the current chunk to the current mode, then starts `mode` at `pos`. */
+  private switchMode(mode: number, pos: number): void {
+    const a = this.markPos - this.chunkBase;
+    const b = pos - this.chunkBase;
+    if (b > a) {
+      const seg = this.chunk.subarray(a, b);
+      if (this.mode === EMIT) this.out.push(seg);
+      else if (this.mode === HOLD) {
+        if (this.held.length === 0) this.heldStart = this.markPos;
+        this.held.push(seg);
+        this.heldBytes += seg.length;
+        if (this.heldBytes > this.maxItemBytes) throw this.tooLarge(pos);
+      }
+    }
+    this.mode = mode;
+    this.markPos = pos;
+  }
+
+  private releaseHeld(): void {
+    for (const b of this.held) this.out.push(b);
+    this.dropHeld();
+  }
+
+  private dropHeld(): void {
+    this.held = [];
+    this.heldBytes = 0;
+  }
+
+  private tooLarge(pos: number): ScanError {
+    return new ScanError("SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", `an item (or the list head) exceeds ${this.maxItemBytes} bytes`, {
+      offset: pos,
+      depth: this.scanner.currentDepth,
+    });
+  }
+
+  /** Fast path: everything held so far goes out unchanged, the rest unscanned. */
+  private goRaw(pos: number): void {
+    this.stats.path = "fast";
+    this.switchMode(EMIT, pos);
+    this.releaseHeld();
+    this.decided = true;
+    this.raw = true;
+    this.scanner.stop();
+  }
+
+  // -- ScanSink --------------------------------------------------------------
+
+  enter(id: number, pos: number, kind: ValueKind): void {
+    switch (id) {
+      case META:
+        if (kind !== KIND_OBJECT) return;
+        this.metaOpen = true;
+        // After the items (custom-resource lists) the metadata is held on its own.
+        if (this.decided) {
+          this.switchMode(HOLD, pos);
+          this.dropHeld();
+        }
+        return;
+      case ITEMS:
+        if (kind !== KIND_ARRAY) return;
+        // Filter path from here on; everything up to and including '[' goes out.
+        this.decided = true;
+        this.switchMode(EMIT, pos + 1);
+        this.releaseHeld();
+        this.switchMode(HOLD, pos + 1);
+        this.inItems = true;
+        this.keptInArray = 0;
+        return;
+      case ITEM:
+        if (!this.inItems) return;
+        this.stats.items++;
+        this.itemStart = pos;
+        this.itemDecision = UNDECIDED;
+        this.keyMatch = undefined;
+        return;
+      default:
+        return;
+    }
+  }
+
+  string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void {
+    switch (id) {
+      case ITEM_KEY:
+        this.keyMatch = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
+        return;
+      case SELECTOR:
+        this.selector = decodeJsonString(buf, start, end, escaped);
+        return;
+      case KIND: {
+        const kind = decodeJsonString(buf, start, end, escaped);
+        this.stats.kind = kind;
+        // A Status (an error body) carries no items: pass it through untouched.
+        if (kind === "Status" && !this.decided) this.statusKind = true;
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  leave(id: number, end: number): void {
+    switch (id) {
+      case KIND:
+        if (this.statusKind && !this.decided) this.goRaw(end);
+        return;
+      case REMAINING:
+        if (!this.metaOpen) return;
+        this.remainingKeyStart = this.scanner.lastKeyStart;
+        this.remainingEnd = end;
+        return;
+      case META:
+        if (this.metaOpen) this.leaveMeta(end);
+        return;
+      case ITEM_KEY:
+        if (this.keyMatch !== undefined && this.itemDecision === UNDECIDED) this.decide(this.keyMatch, end);
+        return;
+      case ITEM_META:
+        if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {
+          if (this.key === "namespace") {
+            // No namespace key: a cluster-scoped object, which hashes as "" (as the server does).
+            this.decide(this.matcher.matchesBytes(EMPTY, 0, 0), end);
+          } else {
+            // No uid: no range can contain it. Fail closed: drop it and count it.
+            this.unkeyed++;
+            this.decide(false, end);
+          }
+        }
+        return;
+      case ITEM:
+        if (this.itemStart >= 0) this.leaveItem(end);
+        return;
+      case ITEMS:
+        if (!this.inItems) return;
+        this.inItems = false;
+        // Whitespace before ']' goes out (it keeps pretty output pretty), then ']' onwards.
+        this.switchMode(EMIT, end - 1);
+        this.releaseHeld();
+        return;
+      case ROOT:
+        // Hold the top-level close until the input has ended cleanly. (Undecided
+        // bodies, with neither list metadata nor items, are still wholly held.)
+        if (this.decided) this.switchMode(HOLD, end - 1);
+        return;
+      default:
+        return;
+    }
+  }
+
+  comma(id: number, pos: number): void {
+    if (id !== ITEMS || !this.inItems) return;
+    // Separators are rewritten: the comma and the whitespace before it are dropped;
+    // a kept item gets a fresh comma only when another kept item precedes it.
+    this.switchMode(HOLD, pos);
+    this.dropHeld();
+    this.markPos = pos + 1;
+  }
+
+  private leaveMeta(end: number): void {
+    this.metaOpen = false;
+    this.switchMode(HOLD, end);
+    const matched = this.sentSelector !== undefined && this.selector === this.sentSelector;
+    if (matched) this.stats.serverFiltered = "confirmed";
+    if (matched && !this.decided) {
+      this.goRaw(end);
+      return;
+    }
+    this.decided = true;
+    this.cutRemainingItemCount();
+    this.releaseHeld();
+    this.switchMode(EMIT, end);
+  }
+
+  /**
+   * Drops `remainingItemCount` from the held list metadata: on sharded pages
+   * it counts the unfiltered remainder (1.36.0–1.36.3), and after filtering
+   * it is wrong anyway. `continue` and `resourceVersion` are never touched:
+   * dropping `continue` would silently truncate a paged relist after its first
+   * page (the kube-state-metrics lesson), and the RV is what the reflector
+   * resumes its watch from.
+   */
+  private cutRemainingItemCount(): void {
+    if (this.remainingKeyStart < 0) return;
+    const buf = Buffer.concat(this.held);
+    const base = this.heldStart;
+    let from = this.remainingKeyStart - base;
+    let to = this.remainingEnd - base;
+    this.remainingKeyStart = -1;
+    if (from < 0 || to > buf.length) return;
+    // With a member before it: cut from that member's end (`,"remainingItemCount":N`).
+    let k = from - 1;
+    while (k >= 0 && isWs(buf[k])) k--;
+    if (buf[k] === 0x2c) from = k;
+    else {
+      // The first member: cut through the comma after it, up to the next key.
+      let m = to;
+      while (m < buf.length && isWs(buf[m])) m++;
+      if (buf[m] === 0x2c) {
+        m++;
+        while (m < buf.length && isWs(buf[m])) m++;
+        to = m;
+      }
+    }
+    const head = buf.subarray(0, from);
+    const tail = buf.subarray(to);
+    this.held = [head, tail];
+    this.heldBytes = head.length + tail.length;
+  }
+
+  private decide(keep: boolean, pos: number): void {
+    this.scanner.untrackBelow(ITEMS_DEPTH);
+    if (keep) {
+      this.itemDecision = KEEP;
+      this.switchMode(EMIT, pos);
+      if (this.keptInArray > 0) this.out.push(COMMA);
+      this.releaseHeld();
+      this.keptInArray++;
+      this.stats.kept++;
+    } else {
+      this.itemDecision = DROP;
+      this.switchMode(SKIP, pos);
+      this.dropHeld();
+      this.stats.dropped++;
+      if (this.stats.serverFiltered === "inferred") this.stats.serverFiltered = "no";
+    }
+  }
+
+  private leaveItem(end: number): void {
+    if (end - this.itemStart > this.maxItemBytes) throw this.tooLarge(end);
+    // No metadata at all (or not an object): nothing to hash. Fail closed.
+    if (this.itemDecision === UNDECIDED) {
+      this.unkeyed++;
+      this.decide(false, end);
+    }
+    this.itemStart = -1;
+    // Whitespace after the item is held until we see whether a comma or ']' follows.
+    this.switchMode(HOLD, end);
+    this.dropHeld();
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+class JsonListFilter extends Transform {
+  readonly #engine: ListFilterEngine;
+
+  constructor(opts: ListFilterOptions) {
+    super();
+    this.#engine = new ListFilterEngine(opts);
+  }
+
+  get stats(): ListFilterStats {
+    return this.#engine.stats;
+  }
+
+  /** Items dropped because they had no key to hash (included in `stats.dropped`). */
+  get unkeyed(): number {
+    return this.#engine.unkeyed;
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    let out: Buffer[];
+    try {
+      out = this.#engine.write(chunk);
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.#send(out);
+    callback();
+  }
+
+  override _flush(callback: TransformCallback): void {
+    let out: Buffer[];
+    try {
+      out = this.#engine.end();
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.#send(out);
+    callback();
+  }
+
+  #send(parts: Buffer[]): void {
+    if (parts.length === 0) return;
+    const buf = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+    if (buf.length === 0) return;
+    this.#engine.stats.bytesOut += buf.length;
+    this.push(buf);
+  }
+}
+
+/**
+ * Creates the filter for one LIST response body (uncompressed JSON).
+ *
+ * - Output: the body minus out-of-range items and minus
+ *   `metadata.remainingItemCount` (filter path), or the body byte for byte
+ *   (fast path: `shardInfo.selector` equals `sentSelector`, or a `Status`).
+ *   `stats.path` is final before the first output byte.
+ * - Errors: malformed, truncated, too deep or too large input destroys the
+ *   stream with a {@link ScanError} (`'error'` event). By then only a strict
+ *   prefix of the output has been pushed, never the top-level closing brace,
+ *   so the client cannot mistake it for a shorter list; the caller must abort
+ *   the client response rather than end it.
+ * - Items without the key: with `key: "uid"` an item with no `metadata.uid`
+ *   is dropped (no range can contain it) and counted in `dropped` and
+ *   `unkeyed`; with `key: "namespace"` a missing namespace is a
+ *   cluster-scoped object and hashes as `""`, as on the server.
+ * - On the fast path nothing after the list metadata is scanned, so
+ *   `items`, `kept` and `dropped` stay 0 there.
+ *
+ * One filter per body; never reused. Never blocks; throws nothing itself.
+ */
+export function createJsonListFilter(opts: ListFilterOptions): Transform & { readonly stats: ListFilterStats; readonly unkeyed: number } {
+  return new JsonListFilter(opts);
+}

@@ -1,0 +1,574 @@
+/**
+ * The JSON WATCH filter: a Transform over a stream of `WatchEvent` objects
+ * (`{"type":…,"object":{…}}`, newline-delimited by the apiserver) that passes
+ * only this replica's events.
+ *
+ * - Each event is held whole (bounded by `maxEventBytes`), fully validated,
+ *   then judged: in-range ADDED/MODIFIED/DELETED and every BOOKMARK and ERROR
+ *   pass byte for byte (with the newline that follows them); out-of-range
+ *   mutations are dropped and may become a synthetic BOOKMARK.
+ * - Fail closed: an unknown event type, an event without a type or without
+ *   object metadata, malformed JSON, an oversized event, or a stream cut
+ *   inside an event ends the output with one ERROR event (a `Status`, 500
+ *   InternalError). Nothing unjudged is ever passed on.
+ * - Table watches (kubectl `--watch`): each event is a one-row Table judged by
+ *   `rows[0].object.metadata`; the `columnDefinitions` that only the first
+ *   event carries are moved into the first event that passes.
+ */
+import { Transform, type TransformCallback } from "node:stream";
+import { ScanError } from "../../errors.ts";
+import type { HashMatcher } from "../../shard/range.ts";
+import type { ShardKey } from "../../shard/selector.ts";
+import {
+  compilePaths,
+  decodeJsonString,
+  DEFAULT_MAX_DEPTH,
+  JsonScanner,
+  KIND_ARRAY,
+  KIND_OBJECT,
+  type PathNode,
+  type ScanSink,
+  type ValueKind,
+} from "./json-scanner.ts";
+import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
+import type { WatchFilterStats } from "./stats.ts";
+
+export type { WatchFilterStats } from "./stats.ts";
+
+export interface WatchFilterOptions {
+  readonly matcher: HashMatcher;
+  readonly key: ShardKey;
+  /** The client asked for `allowWatchBookmarks=true`. */
+  readonly allowBookmarks: boolean;
+  /**
+   * The request had `sendInitialEvents=true`, or `resourceVersion` unset or
+   * "0": the stream opens with initial ADDED events whose RVs are not ordered.
+   */
+  readonly initialEvents: boolean;
+  /** Minimum gap between synthetic bookmarks of this stream. Default 1000. */
+  readonly bookmarkIntervalMs?: number;
+  /** Clock for the bookmark interval, in milliseconds. Default `performance.now`. */
+  readonly now?: () => number;
+  /** Largest event accepted; a larger one ends the stream with an ERROR event. Default 16 MiB. */
+  readonly maxEventBytes?: number;
+  /** Nesting limit. Default 10000, as Go's encoding/json. */
+  readonly maxDepth?: number;
+}
+
+/** Same bound as a list item: a watch event is one object plus a small envelope. */
+export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
+
+/**
+ * One synthetic bookmark per second per stream keeps a quiet shard's RV
+ * within a second of the stream's, far inside the watch cache's history
+ * window, while costing at most one small event a second.
+ */
+export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
+
+/** Emitted (once) when the upstream `k8s.io/initial-events-end` bookmark has been passed on. */
+export const INITIAL_EVENTS_END = "initial-events-end";
+
+// Node ids.
+const EVENT = 1;
+const TYPE = 2;
+const OBJECT = 3;
+const KIND = 4;
+const API_VERSION = 5;
+const META = 6;
+const KEY = 7;
+const RV = 8;
+const INITIAL_END = 9;
+const COLUMNS = 10;
+const ROW = 11;
+const ROW_META = 12;
+const ROW_KEY = 13;
+const ROW_RV = 14;
+
+function watchPaths(key: ShardKey): PathNode {
+  return compilePaths({
+    id: EVENT,
+    keys: {
+      type: { id: TYPE },
+      object: {
+        id: OBJECT,
+        keys: {
+          kind: { id: KIND },
+          apiVersion: { id: API_VERSION },
+          metadata: {
+            id: META,
+            keys: {
+              [key]: { id: KEY },
+              resourceVersion: { id: RV },
+              annotations: { keys: { "k8s.io/initial-events-end": { id: INITIAL_END } } },
+            },
+          },
+          columnDefinitions: { id: COLUMNS },
+          rows: { element: { id: ROW, keys: { object: { keys: { metadata: { id: ROW_META, keys: { [key]: { id: ROW_KEY }, resourceVersion: { id: ROW_RV } } } } } } } },
+        },
+      },
+    },
+  });
+}
+
+const NO_KEY = 0;
+const IN_RANGE = 1;
+const OUT_OF_RANGE = 2;
+
+/** What the scan of one event found; reset for each event. */
+class EventInfo {
+  start = -1;
+  rootKind = 0;
+  type: string | undefined;
+  objectKind = 0;
+  objectStart = -1;
+  kind: string | undefined;
+  apiVersion: string | undefined;
+  meta = false;
+  key = NO_KEY;
+  rv: string | undefined;
+  initialEnd = false;
+  columnsKind = 0;
+  columnsStart = -1;
+  columnsEnd = -1;
+  rows = 0;
+  rowMeta = false;
+  rowKey = NO_KEY;
+  rowRv: string | undefined;
+
+  reset(start: number, rootKind: number): void {
+    this.start = start;
+    this.rootKind = rootKind;
+    this.type = undefined;
+    this.objectKind = 0;
+    this.objectStart = -1;
+    this.kind = undefined;
+    this.apiVersion = undefined;
+    this.meta = false;
+    this.key = NO_KEY;
+    this.rv = undefined;
+    this.initialEnd = false;
+    this.columnsKind = 0;
+    this.columnsStart = -1;
+    this.columnsEnd = -1;
+    this.rows = 0;
+    this.rowMeta = false;
+    this.rowKey = NO_KEY;
+    this.rowRv = undefined;
+  }
+
+  get isTable(): boolean {
+    return this.kind === "Table";
+  }
+}
+
+type Verdict = { readonly action: "pass" } | { readonly action: "drop"; readonly unkeyed: boolean } | { readonly action: "fail"; readonly reason: string };
+
+const PASS: Verdict = { action: "pass" };
+
+/** The decision for one fully scanned event. Pure. */
+function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
+  if (ev.rootKind !== KIND_OBJECT) return { action: "fail", reason: "a watch event that is not a JSON object" };
+  switch (ev.type) {
+    case undefined:
+      return { action: "fail", reason: "a watch event without a type" };
+    case "BOOKMARK":
+    case "ERROR":
+      return PASS;
+    case "ADDED":
+    case "MODIFIED":
+    case "DELETED":
+      break;
+    default:
+      // Unknown (future) mutation types must not bypass sharding.
+      return { action: "fail", reason: `a watch event of unknown type ${JSON.stringify(ev.type)}` };
+  }
+  if (ev.objectKind !== KIND_OBJECT) return { action: "fail", reason: `a ${ev.type} event without an object` };
+  let found: number;
+  if (ev.isTable) {
+    if (ev.rows !== 1) return { action: "fail", reason: `a ${ev.type} Table event with ${ev.rows} rows (one expected)` };
+    if (!ev.rowMeta) return { action: "fail", reason: `a ${ev.type} Table event whose row has no object metadata (includeObject=None cannot be sharded)` };
+    found = ev.rowKey;
+  } else {
+    if (!ev.meta) return { action: "fail", reason: `a ${ev.type} event whose object has no metadata` };
+    found = ev.key;
+  }
+  if (found === NO_KEY) {
+    // No namespace: cluster-scoped, hashes as "" (as on the server). No uid: in
+    // no range; dropped like the list filter drops it, so list and watch agree.
+    if (key === "namespace") return emptyInRange ? PASS : { action: "drop", unkeyed: false };
+    return { action: "drop", unkeyed: true };
+  }
+  return found === IN_RANGE ? PASS : { action: "drop", unkeyed: false };
+}
+
+const EMIT = 0;
+const HOLD = 1;
+const SKIP = 2;
+
+/** The ERROR event that ends a stream the filter cannot judge. */
+export function errorEvent(message: string): Buffer {
+  const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `shardcar: ${message}`, reason: "InternalError", code: 500 };
+  return Buffer.from(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
+}
+
+function bookmarkEvent(obj: DroppedObject): Buffer {
+  return Buffer.from(
+    `{"type":"BOOKMARK","object":{"kind":${JSON.stringify(obj.kind)},"apiVersion":${JSON.stringify(obj.apiVersion)},"metadata":{"resourceVersion":${JSON.stringify(obj.resourceVersion)}}}}\n`,
+  );
+}
+
+/** The stream-free engine: `write` returns the bytes to send for a chunk; `end` for the end of input. */
+class WatchFilterEngine implements ScanSink {
+  readonly stats: WatchFilterStats = { events: 0, passed: 0, dropped: 0, syntheticBookmarks: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
+  /** Set once the output must end (an ERROR event was written). */
+  terminated = false;
+  /** Set when the upstream initial-events-end bookmark has just been passed on. */
+  initialEventsEnded = false;
+
+  private readonly matcher: HashMatcher;
+  private readonly key: ShardKey;
+  private readonly emptyInRange: boolean;
+  private readonly maxEventBytes: number;
+  private readonly now: () => number;
+  private readonly pacer: BookmarkPacer;
+  private readonly scanner: JsonScanner;
+  private readonly ev = new EventInfo();
+
+  private mode = EMIT;
+  private markPos = 0;
+  private chunk: Buffer = Buffer.alloc(0);
+  private chunkBase = 0;
+  private out: Buffer[] = [];
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+
+  /** The first Table event's column definitions, while no event carrying them has passed. */
+  private pendingColumns: Buffer | undefined;
+  private columnsDelivered = false;
+
+  constructor(opts: WatchFilterOptions) {
+    this.matcher = opts.matcher;
+    this.key = opts.key;
+    this.emptyInRange = opts.matcher.matchesBytes(new Uint8Array(0), 0, 0);
+    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.now = opts.now ?? (() => performance.now());
+    this.pacer = new BookmarkPacer({
+      allowBookmarks: opts.allowBookmarks,
+      initialEvents: opts.initialEvents,
+      intervalMs: opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS,
+    });
+    this.scanner = new JsonScanner(watchPaths(opts.key), this, {
+      maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
+      maxTokenBytes: this.maxEventBytes,
+      multi: true,
+    });
+  }
+
+  write(chunk: Buffer): Buffer[] {
+    this.stats.bytesIn += chunk.length;
+    if (this.terminated) return [];
+    this.chunk = chunk;
+    this.chunkBase = this.stats.bytesIn - chunk.length;
+    this.markPos = this.chunkBase;
+    try {
+      this.scanner.scan(chunk, this.chunkBase);
+      if (!this.terminated) {
+        this.switchMode(this.mode, this.stats.bytesIn);
+        if (this.ev.start >= 0 && this.stats.bytesIn - this.ev.start > this.maxEventBytes) throw this.tooLarge(this.stats.bytesIn);
+      }
+    } catch (err) {
+      if (!(err instanceof ScanError)) throw err;
+      this.terminate(`unreadable watch stream: ${err.message}`);
+    }
+    return this.take();
+  }
+
+  end(): Buffer[] {
+    if (this.terminated) return [];
+    if (!this.scanner.complete) {
+      this.terminate(`the upstream watch stream ended inside an event (after ${this.stats.bytesIn} bytes)`);
+      return this.take();
+    }
+    const due = this.pacer.flush(this.now());
+    if (due !== undefined) this.bookmark(due);
+    // Trailing whitespace, if any, was routed by mode already.
+    return this.take();
+  }
+
+  private take(): Buffer[] {
+    const out = this.out;
+    this.out = [];
+    return out;
+  }
+
+  private switchMode(mode: number, pos: number): void {
+    const a = this.markPos - this.chunkBase;
+    const b = pos - this.chunkBase;
+    if (b > a) {
+      const seg = this.chunk.subarray(a, b);
+      if (this.mode === EMIT) this.out.push(seg);
+      else if (this.mode === HOLD) {
+        this.held.push(seg);
+        this.heldBytes += seg.length;
+        if (this.heldBytes > this.maxEventBytes) throw this.tooLarge(pos);
+      }
+    }
+    this.mode = mode;
+    this.markPos = pos;
+  }
+
+  private tooLarge(pos: number): ScanError {
+    return new ScanError("SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", `a watch event exceeds ${this.maxEventBytes} bytes`, { offset: pos, depth: this.scanner.currentDepth });
+  }
+
+  private terminate(reason: string): void {
+    this.out.push(errorEvent(reason));
+    this.stats.errors++;
+    this.terminated = true;
+    this.held = [];
+    this.heldBytes = 0;
+    this.scanner.stop();
+  }
+
+  private bookmark(obj: DroppedObject): void {
+    this.out.push(bookmarkEvent(obj));
+    this.stats.syntheticBookmarks++;
+  }
+
+  // -- ScanSink --------------------------------------------------------------
+
+  enter(id: number, pos: number, kind: ValueKind): void {
+    const ev = this.ev;
+    switch (id) {
+      case EVENT:
+        // Whitespace before the event went out (after a passed event) or not (after a dropped one).
+        this.switchMode(HOLD, pos);
+        ev.reset(pos, kind);
+        return;
+      case OBJECT:
+        ev.objectKind = kind;
+        ev.objectStart = pos;
+        return;
+      case META:
+        ev.meta = kind === KIND_OBJECT;
+        return;
+      case COLUMNS:
+        ev.columnsKind = kind;
+        ev.columnsStart = pos;
+        return;
+      case ROW:
+        ev.rows++;
+        // Only the first row decides; a second one fails the event, so stop
+        // looking inside the rows array (its depth is the scanner's current one).
+        if (ev.rows > 1) this.scanner.untrackBelow(this.scanner.currentDepth - 1);
+        return;
+      case ROW_META:
+        ev.rowMeta = kind === KIND_OBJECT;
+        return;
+      default:
+        return;
+    }
+  }
+
+  string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void {
+    const ev = this.ev;
+    switch (id) {
+      case TYPE:
+        ev.type = decodeJsonString(buf, start, end, escaped);
+        return;
+      case KIND:
+        ev.kind = decodeJsonString(buf, start, end, escaped);
+        return;
+      case API_VERSION:
+        ev.apiVersion = decodeJsonString(buf, start, end, escaped);
+        return;
+      case KEY:
+        ev.key = this.match(buf, start, end, escaped);
+        return;
+      case ROW_KEY:
+        ev.rowKey = this.match(buf, start, end, escaped);
+        return;
+      case RV:
+        ev.rv = decodeJsonString(buf, start, end, escaped);
+        return;
+      case ROW_RV:
+        ev.rowRv = decodeJsonString(buf, start, end, escaped);
+        return;
+      case INITIAL_END:
+        ev.initialEnd = decodeJsonString(buf, start, end, escaped) === "true";
+        return;
+      default:
+        return;
+    }
+  }
+
+  leave(id: number, end: number): void {
+    if (id === COLUMNS) this.ev.columnsEnd = end;
+    else if (id === EVENT) this.finishEvent(end);
+  }
+
+  comma(): void {}
+
+  private match(buf: Uint8Array, start: number, end: number, escaped: boolean): number {
+    const hit = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
+    return hit ? IN_RANGE : OUT_OF_RANGE;
+  }
+
+  private finishEvent(end: number): void {
+    const ev = this.ev;
+    this.switchMode(HOLD, end);
+    this.stats.events++;
+    const verdict = judge(ev, this.key, this.emptyInRange);
+    const rv = ev.isTable ? (ev.rv ?? ev.rowRv) : ev.rv;
+    const held = this.held;
+    this.held = [];
+    this.heldBytes = 0;
+    switch (verdict.action) {
+      case "fail":
+        this.terminate(verdict.reason);
+        break;
+      case "pass": {
+        const mutation = ev.type !== "BOOKMARK" && ev.type !== "ERROR";
+        if (mutation && ev.isTable) this.passTable(held);
+        else for (const b of held) this.out.push(b);
+        this.stats.passed++;
+        const initialEnd = ev.type === "BOOKMARK" && ev.initialEnd;
+        if (initialEnd && !this.pacer.initialEventsDone) this.initialEventsEnded = true;
+        // An upstream ERROR carries a Status, not the watched object: no RV to learn.
+        this.pacer.passed(ev.type === "ERROR" ? undefined : rv, initialEnd);
+        // The newline after a passed event goes out with it.
+        this.mode = EMIT;
+        break;
+      }
+      case "drop": {
+        this.stats.dropped++;
+        if (ev.isTable && ev.columnsKind === KIND_ARRAY && !this.columnsDelivered && this.pendingColumns === undefined) {
+          // Copied: the held chunks must not stay pinned for the life of the watch.
+          this.pendingColumns = Buffer.from(Buffer.concat(held).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
+        }
+        this.mode = SKIP;
+        const dropped = rv !== undefined && ev.kind !== undefined && ev.apiVersion !== undefined ? { resourceVersion: rv, kind: ev.kind, apiVersion: ev.apiVersion } : undefined;
+        const due = this.pacer.dropped(dropped, this.now());
+        if (due !== undefined) this.bookmark(due);
+        break;
+      }
+    }
+    ev.start = -1;
+  }
+
+  /** Passes a Table event, moving the first event's column definitions into it if they were dropped. */
+  private passTable(held: Buffer[]): void {
+    const ev = this.ev;
+    if (ev.columnsKind === KIND_ARRAY) {
+      this.columnsDelivered = true;
+      this.pendingColumns = undefined;
+    }
+    const cols = this.pendingColumns;
+    if (cols === undefined || this.columnsDelivered) {
+      for (const b of held) this.out.push(b);
+      return;
+    }
+    const buf = Buffer.concat(held);
+    let spliced: Buffer;
+    if (ev.columnsKind !== 0) {
+      // `"columnDefinitions":null` (what later events carry): put the saved array in its place.
+      const s = ev.columnsStart - ev.start;
+      const e = ev.columnsEnd - ev.start;
+      spliced = Buffer.concat([buf.subarray(0, s), cols, buf.subarray(e)]);
+    } else {
+      // No such member at all: add it as the Table's first member.
+      const at = ev.objectStart - ev.start + 1;
+      spliced = Buffer.concat([buf.subarray(0, at), Buffer.from('"columnDefinitions":'), cols, Buffer.from(","), buf.subarray(at)]);
+    }
+    this.out.push(spliced);
+    this.columnsDelivered = true;
+    this.pendingColumns = undefined;
+  }
+}
+
+class JsonWatchFilter extends Transform {
+  readonly #engine: WatchFilterEngine;
+  #ended = false;
+
+  constructor(opts: WatchFilterOptions) {
+    super();
+    this.#engine = new WatchFilterEngine(opts);
+  }
+
+  get stats(): WatchFilterStats {
+    return this.#engine.stats;
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.#ended) {
+      // After our ERROR event the output is over; upstream bytes are discarded
+      // until the caller tears the upstream down.
+      this.#engine.stats.bytesIn += chunk.length;
+      callback();
+      return;
+    }
+    let out: Buffer[];
+    try {
+      out = this.#engine.write(chunk);
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.#send(out);
+    callback();
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (this.#ended) {
+      callback();
+      return;
+    }
+    let out: Buffer[];
+    try {
+      out = this.#engine.end();
+    } catch (err) {
+      callback(err as Error);
+      return;
+    }
+    this.#send(out);
+    callback();
+  }
+
+  #send(parts: Buffer[]): void {
+    if (parts.length > 0) {
+      const buf = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+      if (buf.length > 0) {
+        this.#engine.stats.bytesOut += buf.length;
+        this.push(buf);
+      }
+    }
+    if (this.#engine.initialEventsEnded) {
+      this.#engine.initialEventsEnded = false;
+      this.emit(INITIAL_EVENTS_END);
+    }
+    if (this.#engine.terminated && !this.#ended) {
+      this.#ended = true;
+      this.push(null);
+    }
+  }
+}
+
+/**
+ * Creates the filter for one WATCH response body (uncompressed JSON stream).
+ *
+ * - Output: the in-range events, BOOKMARKs and ERRORs byte for byte, in
+ *   order, plus synthetic BOOKMARKs for dropped events when `allowBookmarks`.
+ * - Fail closed: anything it cannot judge ends the output with one ERROR
+ *   event (`stats.errors` = 1) and then `push(null)`: the readable side ends
+ *   normally and later upstream bytes are discarded, so the caller must tear
+ *   the upstream response down when the client response closes. The stream
+ *   never emits `'error'` for bad input; `'error'` only comes from outside
+ *   (e.g. `pipeline` destroying it).
+ * - Emits `'initial-events-end'` once, when the upstream
+ *   `k8s.io/initial-events-end` bookmark has been passed on.
+ *
+ * One filter per stream; never reused. Never blocks; throws nothing itself.
+ */
+export function createJsonWatchFilter(opts: WatchFilterOptions): Transform & { readonly stats: WatchFilterStats } {
+  return new JsonWatchFilter(opts);
+}
