@@ -47,9 +47,19 @@ export const POD_COLUMNS: readonly TableColumn[] = [
   ),
   AGE_COLUMN,
   column("IP", 1, "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", (o) => str(rec(o.status).podIP) || NONE),
-  column("Node", 1, "NodeName indicates in which node this pod is scheduled.", (o) => str(rec(o.spec).nodeName) || NONE),
-  column("Nominated Node", 1, "nominatedNodeName is set only when this pod preempts other pods on the node.", (o) => str(rec(o.status).nominatedNodeName) || NONE),
-  column("Readiness Gates", 1, "If specified, all readiness gates will be evaluated for pod readiness.", (o) => {
+  column(
+    "Node",
+    1,
+    "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
+    (o) => str(rec(o.spec).nodeName) || NONE,
+  ),
+  column(
+    "Nominated Node",
+    1,
+    "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.",
+    (o) => str(rec(o.status).nominatedNodeName) || NONE,
+  ),
+  column("Readiness Gates", 1, 'If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to "True" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates', (o) => {
     const gates = arr(rec(o.spec).readinessGates);
     if (gates.length === 0) return NONE;
     const conds = arr(rec(o.status).conditions).map(rec);
@@ -58,7 +68,25 @@ export const POD_COLUMNS: readonly TableColumn[] = [
   }),
 ];
 
-const LEASE_COLUMNS: readonly TableColumn[] = [column("Holder", 0, "The holder of the lease.", (o) => str(rec(o.spec).holderIdentity)), AGE_COLUMN];
+const LEASE_COLUMNS: readonly TableColumn[] = [
+  column(
+    "Holder",
+    0,
+    "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
+    (o) => str(rec(o.spec).holderIdentity),
+  ),
+  AGE_COLUMN,
+];
+
+const CONFIGMAP_COLUMNS: readonly TableColumn[] = [
+  column(
+    "Data",
+    0,
+    "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+    (o) => Object.keys(rec(o.data)).length + Object.keys(rec(o.binaryData)).length,
+  ),
+  AGE_COLUMN,
+];
 
 const podField = (path: (o: KubeObject) => unknown) => (o: KubeObject) => str(path(o));
 
@@ -83,7 +111,7 @@ export const PODS: ResourceDef = {
   bookmarkFields: { spec: { containers: null }, status: {} },
 };
 
-export const CONFIGMAPS: ResourceDef = { group: "", version: "v1", resource: "configmaps", kind: "ConfigMap", namespaced: true, shortNames: ["cm"] };
+export const CONFIGMAPS: ResourceDef = { group: "", version: "v1", resource: "configmaps", kind: "ConfigMap", namespaced: true, shortNames: ["cm"], columns: CONFIGMAP_COLUMNS };
 
 export const SECRETS: ResourceDef = {
   group: "",

@@ -269,8 +269,8 @@ export class DevApiHandler {
     if (format.kind === "pom") return this.sendBytes(res, 200, pomJson(o, format.version), pretty);
     const q = parseListQuery(new URL(req.url ?? "/", "http://devapi").searchParams, false);
     const body = Buffer.concat([
-      Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":{"resourceVersion":"${o.rv}"},"columnDefinitions":${columnDefinitionsJson(r.state.def.columns ?? [])},"rows":[`),
-      rowJson(o, r.state.def.columns ?? [], q.includeObject, format.version, this.o.now()),
+      Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":{"resourceVersion":"${o.rv}"},"columnDefinitions":${columnDefinitionsJson(r.state.def.columns)},"rows":[`),
+      rowJson(o, r.state.def.columns, q.includeObject, format.version, this.o.now()),
       Buffer.from("]}"),
     ]);
     this.sendBytes(res, 200, body, pretty);
@@ -491,7 +491,7 @@ function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, 
     });
   };
   if (format.kind === "table") {
-    const cols = def.columns ?? [];
+    const cols = def.columns;
     parts.push(Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":${goJson(meta)},"columnDefinitions":${columnDefinitionsJson(cols)},"rows":[`));
     items((o) => rowJson(o, cols, q.includeObject, format.version, now));
     parts.push(Buffer.from("]}"));

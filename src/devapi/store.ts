@@ -14,7 +14,8 @@ import { canonicalTyped, canonicalUnstructured, goJson, isRecord, orderedMeta } 
 import { applyJsonPatch, applyMergePatch, type PatchType } from "./patch.ts";
 import { parseLabelSelector, matchLabels } from "./selectors.ts";
 import { alreadyExists, badRequest, conflict, expired, invalid, notFound, type Qualified } from "./status.ts";
-import { groupVersion, type GroupVersionResource, type KubeObject, type ObjectMeta, type ResourceDef, type ResourceRef } from "./types.ts";
+import { DEFAULT_COLUMNS } from "./table.ts";
+import { groupVersion, type GroupVersionResource, type KubeObject, type ObjectMeta, type ResourceDef, type ResourceRef, type TableColumn } from "./types.ts";
 
 /** A registered resource with its defaults filled in. */
 export interface ResolvedDef extends ResourceDef {
@@ -23,6 +24,7 @@ export interface ResolvedDef extends ResourceDef {
   readonly encoding: "typed" | "unstructured";
   readonly apiVersion: string;
   readonly generation: boolean;
+  readonly columns: readonly TableColumn[];
 }
 
 export function resolveDef(def: ResourceDef): ResolvedDef {
@@ -34,6 +36,7 @@ export function resolveDef(def: ResourceDef): ResolvedDef {
     encoding,
     apiVersion: groupVersion(def),
     generation: def.generation ?? encoding === "unstructured",
+    columns: def.columns ?? DEFAULT_COLUMNS,
   };
 }
 

@@ -32,7 +32,7 @@ export function viewEvent(e: StoreEvent, passes: (o: StoredObject) => boolean): 
 type Entry =
   | { readonly kind: "event"; readonly type: WatchEventType; readonly object: StoredObject }
   | { readonly kind: "initial"; readonly items: readonly StoredObject[]; next: number }
-  | { readonly kind: "bookmark"; readonly initialEventsEnd: boolean }
+  | { readonly kind: "bookmark"; readonly initialEventsEnd: boolean; readonly rv: number }
   | { readonly kind: "error"; readonly status: StatusBody };
 
 export interface WatchSessionOptions {
@@ -103,8 +103,13 @@ export class WatchSession {
     this.push({ kind: "event", type, object });
   }
 
+  /**
+   * Queues a BOOKMARK. Its resourceVersion is taken now, not when it is
+   * written: every event up to now is already queued ahead of it, so a
+   * client resuming from it cannot miss one that was still in the queue.
+   */
   bookmark(initialEventsEnd: boolean): void {
-    this.push({ kind: "bookmark", initialEventsEnd });
+    this.push({ kind: "bookmark", initialEventsEnd, rv: this.opts.currentRv() });
   }
 
   /** Sends an ERROR event and ends the stream. */
@@ -170,7 +175,7 @@ export class WatchSession {
           this.queuedEvents--;
           line = this.eventLine(head.type, head.object);
         } else if (head.kind === "bookmark") {
-          line = this.bookmarkLine(head.initialEventsEnd);
+          line = this.bookmarkLine(head.initialEventsEnd, head.rv);
         } else {
           parts.push(Buffer.from(`{"type":"ERROR","object":${goJson(head.status)}}\n`));
           flush();
@@ -208,7 +213,7 @@ export class WatchSession {
   }
 
   private get columns() {
-    return this.opts.def.columns ?? [];
+    return this.opts.def.columns;
   }
 
   /**
@@ -226,8 +231,8 @@ export class WatchSession {
     ]);
   }
 
-  private bookmarkLine(initialEventsEnd: boolean): Buffer {
-    const rv = String(this.opts.currentRv());
+  private bookmarkLine(initialEventsEnd: boolean, resourceVersion: number): Buffer {
+    const rv = String(resourceVersion);
     const { def, format } = this.opts;
     const metadata: Record<string, unknown> = { resourceVersion: rv };
     if (initialEventsEnd) metadata.annotations = { "k8s.io/initial-events-end": "true" };
