@@ -1,0 +1,344 @@
+/**
+ * The ring's only door to the API server: typed Lease and ShardRing calls
+ * over `@kubernetes/client-node`, error classification, and a list+watch
+ * loop that hands its caller a full snapshot after every change.
+ *
+ * Only `coordinator.ts` and `member.ts` use this file; the decision files
+ * never see the API.
+ */
+import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, V1MicroTime, Watch, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import { ShardcarError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { Clock } from "./clock.ts";
+import { APPLIED_ANNOTATION, FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, RING_GROUP, RING_KIND, RING_LABEL, RING_PLURAL, RING_VERSION } from "./names.ts";
+import type { LeaseView } from "./times.ts";
+
+/** The HTTP status of a failed API call or watch, if it has one. */
+export function httpStatus(e: unknown): number | undefined {
+  if (e instanceof ApiException) return e.code;
+  if (typeof e === "object" && e !== null && "statusCode" in e && typeof e.statusCode === "number") return e.statusCode;
+  return undefined;
+}
+export const isConflict = (e: unknown): boolean => httpStatus(e) === 409;
+export const isNotFound = (e: unknown): boolean => httpStatus(e) === 404;
+
+/** A short description of an API failure for logs and conditions (never the body: it may echo a token). */
+export function describe(e: unknown): string {
+  const code = httpStatus(e);
+  const msg = e instanceof Error ? e.message.split("\n")[0] ?? "" : String(e);
+  return code === undefined ? msg : `HTTP ${code}: ${msg.slice(0, 200)}`;
+}
+
+export interface ObjectMetaLike {
+  name?: string;
+  namespace?: string;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  uid?: string;
+}
+
+/** A ShardRing as the API returns it; spec and status are validated by `table.ts`. */
+export interface RingObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMetaLike;
+  spec?: unknown;
+  status?: unknown;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function asRing(v: unknown): RingObject {
+  return isRecord(v) ? v : {};
+}
+
+/** ms since the epoch of a Lease time, whichever shape the client handed us (Date or RFC 3339 text). */
+export function timeOf(v: unknown): number | undefined {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : v.getTime();
+  if (typeof v === "string") {
+    const t = Date.parse(v);
+    return Number.isNaN(t) ? undefined : t;
+  }
+  return undefined;
+}
+
+export function microTime(ms: number): V1MicroTime {
+  return new V1MicroTime(ms);
+}
+
+/**
+ * The parts of a member Lease the leader decides on. `renewedAt` is whatever
+ * the caller passes: the leader's own observation time of the last change.
+ */
+export function leaseView(lease: V1Lease, renewedAt: number | undefined): LeaseView {
+  const d = lease.spec?.leaseDurationSeconds;
+  return {
+    holder: lease.spec?.holderIdentity,
+    renewedAt,
+    durationMs: typeof d === "number" ? d * 1000 : undefined,
+    leaving: lease.metadata?.annotations?.[LEAVING_ANNOTATION] === "true",
+  };
+}
+
+/** The member's reported applied generation; 0 for absent or unreadable values. */
+export function appliedOf(lease: V1Lease): number {
+  const v = lease.metadata?.annotations?.[APPLIED_ANNOTATION];
+  const n = v === undefined ? 0 : Number(v);
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/** The ring and member a Lease belongs to, or undefined for a Lease that is not a member Lease. */
+export function memberOf(lease: V1Lease): { ring: string; member: string } | undefined {
+  const ring = lease.metadata?.labels?.[RING_LABEL];
+  const name = lease.metadata?.name;
+  if (ring === undefined || ring === "" || name === undefined) return undefined;
+  const prefix = `shardcar-${ring}-`;
+  const member = lease.metadata?.annotations?.[MEMBER_ANNOTATION] ?? (name.startsWith(prefix) ? name.slice(prefix.length) : undefined);
+  return member === undefined || member === "" ? undefined : { ring, member };
+}
+
+/** What changes when a holder renews: compared to tell a renewal from other edits (e.g. annotations). */
+export function renewalRecord(lease: V1Lease): string {
+  return `${lease.spec?.holderIdentity ?? ""}|${String(timeOf(lease.spec?.renewTime) ?? "")}|${lease.spec?.leaseTransitions ?? 0}`;
+}
+
+export function isFencedHolder(holder: string | undefined): boolean {
+  return holder !== undefined && holder.startsWith(FENCED_PREFIX);
+}
+
+/** Lease calls; a 404 on read is `undefined`, every other failure throws (409 included, for the caller to retry). */
+export class LeaseApi {
+  readonly #api: CoordinationV1Api;
+  constructor(kc: KubeConfig) {
+    this.#api = kc.makeApiClient(CoordinationV1Api);
+  }
+  async get(namespace: string, name: string): Promise<V1Lease | undefined> {
+    try {
+      return await this.#api.readNamespacedLease({ name, namespace });
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  }
+  create(namespace: string, body: V1Lease): Promise<V1Lease> {
+    return this.#api.createNamespacedLease({ namespace, body });
+  }
+  /** PUT with the body's `metadata.resourceVersion`: 409 when someone else wrote first. */
+  replace(namespace: string, body: V1Lease): Promise<V1Lease> {
+    return this.#api.replaceNamespacedLease({ name: body.metadata?.name ?? "", namespace, body });
+  }
+  async delete(namespace: string, name: string): Promise<void> {
+    try {
+      await this.#api.deleteNamespacedLease({ name, namespace });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+  async list(namespace: string | undefined, labelSelector: string): Promise<{ items: V1Lease[]; resourceVersion: string }> {
+    const l = namespace === undefined ? await this.#api.listLeaseForAllNamespaces({ labelSelector }) : await this.#api.listNamespacedLease({ namespace, labelSelector });
+    return { items: l.items, resourceVersion: l.metadata?.resourceVersion ?? "" };
+  }
+  static path(namespace: string | undefined): string {
+    return namespace === undefined ? "/apis/coordination.k8s.io/v1/leases" : `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`;
+  }
+}
+
+const RING = { group: RING_GROUP, version: RING_VERSION, plural: RING_PLURAL } as const;
+
+/** ShardRing calls. */
+export class RingApi {
+  readonly #api: CustomObjectsApi;
+  constructor(kc: KubeConfig) {
+    this.#api = kc.makeApiClient(CustomObjectsApi);
+  }
+  async get(namespace: string, name: string): Promise<RingObject | undefined> {
+    try {
+      return asRing(await this.#api.getNamespacedCustomObject({ ...RING, namespace, name }));
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  }
+  async create(namespace: string, name: string, spec: Record<string, unknown>): Promise<RingObject> {
+    const body = { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, metadata: { name, namespace }, spec };
+    return asRing(await this.#api.createNamespacedCustomObject({ ...RING, namespace, body }));
+  }
+  /** PUT to `/status` with the body's resourceVersion: 409 when the object changed since it was read. */
+  async replaceStatus(namespace: string, name: string, body: RingObject): Promise<RingObject> {
+    return asRing(await this.#api.replaceNamespacedCustomObjectStatus({ ...RING, namespace, name, body }));
+  }
+  async list(namespace: string | undefined, fieldSelector?: string): Promise<{ items: RingObject[]; resourceVersion: string }> {
+    const raw: unknown =
+      namespace === undefined
+        ? await this.#api.listClusterCustomObject({ ...RING, ...(fieldSelector === undefined ? {} : { fieldSelector }) })
+        : await this.#api.listNamespacedCustomObject({ ...RING, namespace, ...(fieldSelector === undefined ? {} : { fieldSelector }) });
+    const list = isRecord(raw) ? raw : {};
+    const items = Array.isArray(list["items"]) ? (list["items"] as unknown[]).map(asRing) : [];
+    const meta = isRecord(list["metadata"]) ? list["metadata"] : {};
+    return { items, resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "" };
+  }
+  static path(namespace: string | undefined): string {
+    return namespace === undefined ? `/apis/${RING_GROUP}/${RING_VERSION}/${RING_PLURAL}` : `/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${namespace}/${RING_PLURAL}`;
+  }
+}
+
+/** Warning Events about a ShardRing. Best effort: Events are for people, and a cluster may refuse them. */
+export class EventSink {
+  readonly #api: CoreV1Api;
+  readonly #component: string;
+  readonly #log: Logger;
+  constructor(kc: KubeConfig, component: string, log: Logger) {
+    this.#api = kc.makeApiClient(CoreV1Api);
+    this.#component = component;
+    this.#log = log;
+  }
+  async warn(ring: RingObject, reason: string, message: string, now: number): Promise<void> {
+    const namespace = ring.metadata?.namespace ?? "default";
+    const name = ring.metadata?.name ?? "";
+    try {
+      await this.#api.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { generateName: `${name}.`, namespace },
+          involvedObject: { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, name, namespace, ...(ring.metadata?.uid === undefined ? {} : { uid: ring.metadata.uid }) },
+          reason,
+          message,
+          type: "Warning",
+          source: { component: this.#component },
+          firstTimestamp: new Date(now),
+          lastTimestamp: new Date(now),
+          count: 1,
+        },
+      });
+    } catch (e) {
+      this.#log.debug({ ring: `${namespace}/${name}`, reason, err: describe(e) }, "could not record event");
+    }
+  }
+}
+
+function keyOf(o: { metadata?: ObjectMetaLike }): string {
+  return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+}
+
+export interface WatchOptions<T extends { metadata?: ObjectMetaLike }> {
+  readonly kubeConfig: KubeConfig;
+  /** The collection path, e.g. from {@link LeaseApi.path}. */
+  readonly path: string;
+  readonly labelSelector?: string | undefined;
+  readonly fieldSelector?: string | undefined;
+  readonly list: () => Promise<{ items: T[]; resourceVersion: string }>;
+  /** Called with every object (keyed `namespace/name`) after the first list and after every change. Must not throw. */
+  readonly onChange: (objects: ReadonlyMap<string, T>) => void;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** Decodes one watch event object; return undefined to drop it. */
+  readonly decode: (raw: unknown) => T | undefined;
+}
+
+// Server-side watch timeout: the same order as kube-apiserver's default
+// (5-10 min). Reconnecting is cheap; it resumes from the last resourceVersion.
+const WATCH_TIMEOUT_SECONDS = 300;
+// Retry after a failed list or watch: from 200 ms, doubling, capped at 5 s so
+// a member notices a pending table within seconds of the API coming back.
+const RETRY_MIN_MS = 200;
+const RETRY_MAX_MS = 5_000;
+
+/**
+ * List, then watch from the list's resourceVersion, forever: reconnects from
+ * the last seen version when a watch ends, relists on 410 Expired and after
+ * errors (with capped backoff). Returns a stop function; `synced` resolves
+ * after the first successful list.
+ */
+export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: WatchOptions<T>): { stop: () => void; synced: Promise<void> } {
+  const watch = new Watch(opts.kubeConfig);
+  const stopper = new AbortController();
+  let objects = new Map<string, T>();
+  let rv = "";
+  let request: AbortController | undefined;
+  let markSynced: () => void = () => {};
+  const synced = new Promise<void>((resolve) => (markSynced = resolve));
+
+  const watchOnce = (): Promise<{ err: unknown; expired: boolean }> =>
+    new Promise((resolve) => {
+      let expired = false;
+      const params: Record<string, string | number | boolean> = { resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS };
+      if (opts.labelSelector !== undefined) params["labelSelector"] = opts.labelSelector;
+      if (opts.fieldSelector !== undefined) params["fieldSelector"] = opts.fieldSelector;
+      const onEvent = (type: string, raw: unknown): void => {
+        if (type === "ERROR") {
+          // 410 Expired (or any other error event): the stream is over; relist.
+          expired = true;
+          request?.abort();
+          return;
+        }
+        const meta = isRecord(raw) && isRecord(raw["metadata"]) ? raw["metadata"] : {};
+        if (typeof meta["resourceVersion"] === "string") rv = meta["resourceVersion"];
+        if (type === "BOOKMARK") return;
+        const obj = opts.decode(raw);
+        if (obj === undefined) return;
+        if (type === "DELETED") objects.delete(keyOf(obj));
+        else if (type === "ADDED" || type === "MODIFIED") objects.set(keyOf(obj), obj);
+        else return;
+        opts.onChange(objects);
+      };
+      watch.watch(opts.path, params, onEvent, (err: unknown) => resolve({ err, expired })).then(
+        (ctrl) => {
+          request = ctrl;
+          if (stopper.signal.aborted) ctrl.abort();
+        },
+        (err: unknown) => resolve({ err, expired: false }),
+      );
+    });
+
+  const loop = async (): Promise<void> => {
+    let delay = 0;
+    while (!stopper.signal.aborted) {
+      try {
+        if (rv === "") {
+          const l = await opts.list();
+          objects = new Map(l.items.map((o) => [keyOf(o), o]));
+          rv = l.resourceVersion;
+          opts.onChange(objects);
+          markSynced();
+        }
+        const { err, expired } = await watchOnce();
+        if (stopper.signal.aborted) return;
+        if (expired || httpStatus(err) === 410) {
+          rv = "";
+          continue;
+        }
+        // A watch that ended cleanly (server timeout) or by inactivity resumes at once.
+        if (err !== null && err !== undefined && !(err instanceof Error && err.name === "TimeoutError")) {
+          throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `watch ${opts.path}: ${describe(err)}`, { cause: err });
+        }
+        delay = 0;
+      } catch (e) {
+        if (stopper.signal.aborted) return;
+        delay = Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, delay * 2));
+        opts.log.debug({ path: opts.path, err: describe(e), retryMs: delay }, "list/watch failed; relisting");
+        rv = "";
+        await opts.clock.sleep(delay, stopper.signal);
+      }
+    }
+  };
+  void loop();
+  return {
+    stop: () => {
+      stopper.abort();
+      request?.abort();
+    },
+    synced,
+  };
+}
+
+/** Decodes a Lease from a watch event (plain JSON); its times stay text and are read with {@link timeOf}. */
+export function decodeLease(raw: unknown): V1Lease | undefined {
+  return isRecord(raw) && isRecord(raw["metadata"]) ? raw : undefined;
+}
+
+export function decodeRing(raw: unknown): RingObject | undefined {
+  return isRecord(raw) && isRecord(raw["metadata"]) ? asRing(raw) : undefined;
+}

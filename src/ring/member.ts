@@ -1,0 +1,468 @@
+/**
+ * The sidecar's side of a ring: holds the member Lease, follows the ring's
+ * ShardRing, and tells the proxy which ranges to enforce.
+ *
+ * Safety rests on three rules, each kept where the comment says:
+ * - the ranges come from {@link follow}, so a gainer widens before anyone
+ *   narrows (overlap) or a loser narrows before anyone widens (exclusive);
+ * - a member that cannot prove it still holds its Lease (renew deadline
+ *   passed, Lease taken over or deleted) enforces nothing at all until it
+ *   holds it again (self-fencing, before the leader could hand its slots on);
+ * - an invalid or rolled-back ShardRing is ignored: the member keeps the
+ *   last table it accepted, which is also what happens when the manager is
+ *   down.
+ */
+import type { KubeConfig, V1Lease } from "@kubernetes/client-node";
+import { randomBytes } from "node:crypto";
+import type { Registry } from "prom-client";
+import { ConfigError } from "../errors.ts";
+import { silentLogger, type Logger } from "../log.ts";
+import type { Ownership, OwnershipSource } from "../proxy/ownership.ts";
+import { equal, ratio, type Range } from "../shard/range.ts";
+import { slotsToRanges } from "../shard/table.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import { follow, type Held } from "./handoff.ts";
+import { describe, isConflict, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type RingObject } from "./kube.ts";
+import { memberMetrics, type MemberMetrics } from "./metrics.ts";
+import { APPLIED_ANNOTATION, HANDOFF_ANNOTATION, LEAVING_ANNOTATION, MEMBER_ANNOTATION, memberLeaseName, RING_LABEL, SLOTS_ANNOTATION } from "./names.ts";
+import { decodeSpec, decodeTables, formatSlots, type HandoffMode, type RingTables } from "./table.ts";
+
+export interface MemberTimings {
+  /** Written to the Lease; the leader treats the member as expired this long after its last renewal. */
+  readonly leaseDurationSeconds: number;
+  /** Without a successful renewal for this long, the member fences itself (enforces nothing). Must be below the lease duration. */
+  readonly renewDeadlineMs: number;
+  /** Time between renewals. Must be below the renew deadline, so a failed renewal can be retried before it. */
+  readonly retryPeriodMs: number;
+}
+
+// client-go's leader-election defaults (15 s / 10 s / 2 s): tolerant of a
+// slow API server, and a crash costs at most ~15 s plus one relist.
+export const DEFAULT_MEMBER_TIMINGS: MemberTimings = Object.freeze({ leaseDurationSeconds: 15, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 });
+
+/** Throws {@link ConfigError} unless retry period < renew deadline < lease duration. */
+export function checkMemberTimings(t: MemberTimings): void {
+  if (!Number.isInteger(t.leaseDurationSeconds) || t.leaseDurationSeconds < 1) {
+    throw new ConfigError("--lease-duration", `lease duration must be a whole number of seconds ≥ 1 (Lease.spec.leaseDurationSeconds is an integer), got ${t.leaseDurationSeconds}`);
+  }
+  if (!(t.renewDeadlineMs > 0 && t.renewDeadlineMs < t.leaseDurationSeconds * 1000)) {
+    throw new ConfigError("--renew-deadline", `renew deadline (${t.renewDeadlineMs} ms) must be positive and below the lease duration (${t.leaseDurationSeconds} s): a member must fence itself before the leader may take its Lease over`);
+  }
+  if (!(t.retryPeriodMs > 0 && t.retryPeriodMs < t.renewDeadlineMs)) {
+    throw new ConfigError("--retry-period", `retry period (${t.retryPeriodMs} ms) must be positive and below the renew deadline (${t.renewDeadlineMs} ms)`);
+  }
+}
+
+export interface RingMemberOptions {
+  readonly kubeConfig: KubeConfig;
+  /** The pod's namespace: the Lease and the ShardRing live there. */
+  readonly namespace: string;
+  /** The ring's name (`shardcar.io/ring`, default the owning workload). */
+  readonly ring: string;
+  /** The member's name: the pod name. Stable across container restarts. */
+  readonly member: string;
+  /** The pod's `shardcar.io/handoff`, written on the Lease as a hint for a ring the leader has yet to create. */
+  readonly mode?: HandoffMode | undefined;
+  readonly timings?: Partial<MemberTimings> | undefined;
+  /** How long {@link RingMember.leave} waits for the table to drop this member before it leaves anyway. Default 2 min. */
+  readonly leaveTimeoutMs?: number | undefined;
+  readonly clock?: Clock | undefined;
+  readonly log?: Logger | undefined;
+  readonly registry?: Registry | undefined;
+}
+
+const LIFECYCLE = { New: "new", Running: "running", Leaving: "leaving", Stopped: "stopped" } as const;
+type Lifecycle = (typeof LIFECYCLE)[keyof typeof LIFECYCLE];
+
+const EMPTY: Ownership = Object.freeze({ generation: 0, ranges: Object.freeze([]) });
+
+/**
+ * One sidecar's membership in one ring, and the proxy's source of ranges.
+ *
+ * Lifecycle: construct, hand to the proxy as its `OwnershipSource`, then
+ * `start()` once; end with `leave()` (graceful) or `halt()` (what SIGKILL
+ * would do). Until the first table arrives the member enforces nothing.
+ */
+export class RingMember implements OwnershipSource {
+  readonly #o: RingMemberOptions;
+  readonly #t: MemberTimings;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #leases: LeaseApi;
+  readonly #rings: RingApi;
+  readonly #metrics: MemberMetrics | undefined;
+  readonly #identity: string;
+  readonly #leaseName: string;
+  readonly #stop = new AbortController();
+  readonly #listeners = new Set<(next: Ownership, prev: Ownership) => void>();
+
+  #life: Lifecycle = LIFECYCLE.New;
+  #lease: V1Lease | undefined;
+  #lastRenewAt = Number.NEGATIVE_INFINITY;
+  #cancelWatchdog: () => void = () => {};
+  /** True while the member cannot prove it holds its Lease: it enforces nothing. */
+  #fenced = true;
+  #held: Held = { generation: 0, slots: [] };
+  #slots: readonly number[] = [];
+  #tables: RingTables | undefined;
+  #slotCount: number | undefined;
+  #ownership: Ownership = EMPTY;
+  #appliedRanges: readonly Range[] = [];
+  #applied = 0;
+  #leaving = false;
+  #wake = new AbortController();
+  #stopWatch: () => void = () => {};
+  #renewLoop: Promise<void> = Promise.resolve();
+  #lastRefusal = "";
+  #leaveSettled: () => void = () => {};
+
+  constructor(opts: RingMemberOptions) {
+    this.#o = opts;
+    this.#t = { ...DEFAULT_MEMBER_TIMINGS, ...opts.timings };
+    checkMemberTimings(this.#t);
+    this.#clock = opts.clock ?? systemClock;
+    this.#log = (opts.log ?? silentLogger()).child({ ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
+    this.#leases = new LeaseApi(opts.kubeConfig);
+    this.#rings = new RingApi(opts.kubeConfig);
+    this.#metrics = opts.registry === undefined ? undefined : memberMetrics(opts.registry);
+    // The incarnation tells this process apart from an earlier one of the same
+    // pod: a holder that is not exactly us means we were fenced.
+    this.#identity = `${opts.member}/${randomBytes(6).toString("hex")}`;
+    this.#leaseName = memberLeaseName(opts.ring, opts.member);
+  }
+
+  // ---- OwnershipSource ----------------------------------------------------
+
+  current(): Ownership {
+    return this.#ownership;
+  }
+
+  subscribe(listener: (next: Ownership, prev: Ownership) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * The proxy relisted everything under `generation`'s ranges. Reported on
+   * the Lease at once. A generation other than the current one is stale and
+   * ignored.
+   */
+  markApplied(generation: number): void {
+    if (generation !== this.#ownership.generation) return;
+    this.#appliedRanges = this.#ownership.ranges;
+    this.#noteApplied(generation);
+  }
+
+  // ---- lifecycle ----------------------------------------------------------
+
+  /** The Lease holder identity of this process: `<member>/<incarnation>`. */
+  get identity(): string {
+    return this.#identity;
+  }
+
+  /**
+   * Acquires the member Lease (waiting while another live holder has it),
+   * reads the ShardRing, and starts renewing and following. Resolves once
+   * the Lease is held; rejects if called twice. `signal` aborts the wait.
+   */
+  async start(signal?: AbortSignal): Promise<void> {
+    if (this.#life !== LIFECYCLE.New) throw new ConfigError("ring", `ring member ${this.#o.member} was already started`);
+    this.#life = LIFECYCLE.Running;
+    const abort = signal === undefined ? this.#stop.signal : AbortSignal.any([signal, this.#stop.signal]);
+    while (this.#lease === undefined && !abort.aborted) {
+      await this.#renewOnce();
+      if (this.#lease === undefined) await this.#clock.sleep(this.#t.retryPeriodMs, abort);
+    }
+    if (this.#lease === undefined) {
+      this.halt();
+      return;
+    }
+    const w = watchObjects<RingObject>({
+      kubeConfig: this.#o.kubeConfig,
+      path: RingApi.path(this.#o.namespace),
+      fieldSelector: `metadata.name=${this.#o.ring}`,
+      list: () => this.#rings.list(this.#o.namespace, `metadata.name=${this.#o.ring}`),
+      decode: decodeRing,
+      onChange: (objs) => this.#applyRing(objs.get(`${this.#o.namespace}/${this.#o.ring}`)),
+      clock: this.#clock,
+      log: this.#log,
+    });
+    this.#stopWatch = w.stop;
+    this.#renewLoop = this.#loop();
+  }
+
+  /**
+   * Leaves gracefully: marks the Lease leaving, keeps enforcing its ranges
+   * until the leader has committed a table without this member (so its slots
+   * are handed over without a gap), then enforces nothing, deletes its Lease
+   * and stops. After `leaveTimeoutMs` it leaves anyway (a gap the leader
+   * accounts as a crash). Idempotent; resolves when stopped.
+   */
+  async leave(): Promise<void> {
+    if (this.#life === LIFECYCLE.New) {
+      this.halt();
+      return;
+    }
+    if (this.#life !== LIFECYCLE.Running) {
+      await this.#renewLoop;
+      return;
+    }
+    this.#life = LIFECYCLE.Leaving;
+    this.#leaving = true;
+    this.#kick();
+    const settled = new Promise<void>((resolve) => (this.#leaveSettled = resolve));
+    this.#checkLeft();
+    const timeout = new AbortController();
+    await Promise.race([settled, this.#clock.sleep(this.#o.leaveTimeoutMs ?? 120_000, AbortSignal.any([timeout.signal, this.#stop.signal]))]);
+    timeout.abort();
+    if (this.#life !== LIFECYCLE.Leaving) return;
+    this.#fenced = true;
+    this.#republish();
+    this.#shutdown();
+    await this.#renewLoop;
+    if (this.#lease !== undefined) {
+      try {
+        await this.#leases.delete(this.#o.namespace, this.#leaseName);
+      } catch (e) {
+        this.#log.warn({ err: describe(e) }, "could not delete member Lease; the leader will see it expire");
+      }
+    }
+  }
+
+  /** Stops at once, with no API call and no change to the ranges: what SIGKILL would leave behind. Idempotent. */
+  halt(): void {
+    this.#shutdown();
+  }
+
+  #shutdown(): void {
+    this.#life = LIFECYCLE.Stopped;
+    this.#stop.abort();
+    this.#wake.abort();
+    this.#cancelWatchdog();
+    this.#stopWatch();
+  }
+
+  // ---- Lease --------------------------------------------------------------
+
+  async #loop(): Promise<void> {
+    while (!this.#stop.signal.aborted) {
+      this.#wake = new AbortController();
+      await this.#clock.sleep(this.#t.retryPeriodMs, AbortSignal.any([this.#stop.signal, this.#wake.signal]));
+      if (this.#stop.signal.aborted) return;
+      await this.#renewOnce();
+    }
+  }
+
+  /** Renew soon: something the leader waits for changed (applied generation, leaving). */
+  #kick(): void {
+    this.#wake.abort();
+  }
+
+  async #renewOnce(): Promise<void> {
+    // The renewal counts from when it was *sent*: the API server may apply it
+    // any time after, so this is the conservative end of the Lease.
+    const sentAt = this.#clock.now();
+    const lease = this.#lease;
+    try {
+      if (lease === undefined) await this.#acquire(sentAt);
+      else this.#renewed(await this.#leases.replace(this.#o.namespace, this.#body(lease, sentAt)), sentAt);
+    } catch (e) {
+      if (this.#stop.signal.aborted) return;
+      if (lease === undefined) this.#log.info({ err: describe(e) }, "could not acquire the member Lease; retrying");
+      else if (isConflict(e)) await this.#retryAfterConflict(sentAt);
+      else if (isNotFound(e)) this.#lost("member Lease was deleted");
+      else this.#log.warn({ err: describe(e) }, "Lease renewal failed");
+    }
+  }
+
+  /**
+   * A 409 means someone else wrote the Lease since we read it: an annotation
+   * edit (retry on the fresh copy, keeping their change) or the leader's
+   * takeover (we are fenced). Only the holder on a fresh read tells which.
+   */
+  async #retryAfterConflict(sentAt: number): Promise<void> {
+    for (let attempt = 0; attempt < 3 && !this.#stop.signal.aborted; attempt++) {
+      this.#metrics?.leaseConflicts.inc({ ring: this.#o.ring });
+      try {
+        const fresh = await this.#leases.get(this.#o.namespace, this.#leaseName);
+        if (fresh === undefined) return this.#lost("member Lease was deleted");
+        if (fresh.spec?.holderIdentity !== this.#identity) return this.#lost(`member Lease was taken over by ${JSON.stringify(fresh.spec?.holderIdentity ?? "")}`);
+        this.#renewed(await this.#leases.replace(this.#o.namespace, this.#body(fresh, sentAt)), sentAt);
+        return;
+      } catch (e) {
+        if (!isConflict(e)) {
+          this.#log.warn({ err: describe(e) }, "Lease renewal failed after a conflict");
+          return;
+        }
+      }
+    }
+  }
+
+  async #acquire(sentAt: number): Promise<void> {
+    const cur = await this.#leases.get(this.#o.namespace, this.#leaseName);
+    if (cur === undefined) {
+      await this.#acquired(await this.#leases.create(this.#o.namespace, this.#body(undefined, sentAt)), sentAt);
+      return;
+    }
+    const holder = cur.spec?.holderIdentity ?? "";
+    const renewed = timeOf(cur.spec?.renewTime);
+    const expired = renewed === undefined || renewed + (cur.spec?.leaseDurationSeconds ?? 0) * 1000 < sentAt;
+    // Free to take: released, fenced by the leader, expired, or held by an
+    // earlier incarnation of this very pod (which cannot still be running:
+    // a pod name is unique, and a container restart ends the old process).
+    const free = holder === "" || holder === this.#identity || isFencedHolder(holder) || holder.startsWith(`${this.#o.member}/`) || expired;
+    if (!free) {
+      this.#log.info({ holder }, "member Lease is held by someone else; waiting for it to expire");
+      return;
+    }
+    await this.#acquired(await this.#leases.replace(this.#o.namespace, this.#body(cur, sentAt)), sentAt);
+  }
+
+  async #acquired(lease: V1Lease, sentAt: number): Promise<void> {
+    this.#renewed(lease, sentAt, false);
+    // Read the ring fresh before enforcing anything: a watch may lag, and a
+    // fenced member must not resume slots the leader has since handed on.
+    try {
+      this.#applyRing(await this.#rings.get(this.#o.namespace, this.#o.ring));
+    } catch (e) {
+      this.#log.warn({ err: describe(e) }, "could not read the ShardRing; keeping the last table");
+    }
+    this.#fenced = false;
+    this.#republish();
+  }
+
+  #renewed(lease: V1Lease, sentAt: number, unfence = true): void {
+    this.#lease = lease;
+    this.#lastRenewAt = sentAt;
+    this.#cancelWatchdog();
+    // Self-fencing must not wait for a renewal that hangs: a timer fires at
+    // the renew deadline unless a newer renewal re-armed it.
+    this.#cancelWatchdog = this.#clock.timer(sentAt + this.#t.renewDeadlineMs - this.#clock.now(), () => {
+      if (this.#lastRenewAt === sentAt && !this.#stop.signal.aborted) this.#selfFence(`no successful renewal for ${this.#t.renewDeadlineMs} ms`);
+    });
+    if (unfence && this.#fenced) {
+      // The PUT carried our last resourceVersion and won, so nobody took the
+      // Lease over in between: resuming is safe.
+      this.#log.info("renewed again; enforcing ranges again");
+      this.#fenced = false;
+      this.#republish();
+    }
+  }
+
+  #lost(why: string): void {
+    this.#lease = undefined;
+    this.#selfFence(why);
+  }
+
+  #selfFence(why: string): void {
+    if (!this.#fenced) {
+      this.#log.warn({ why }, "fencing self: enforcing no ranges until the Lease is held again");
+      this.#metrics?.selfFences.inc({ ring: this.#o.ring });
+    }
+    this.#fenced = true;
+    this.#republish();
+  }
+
+  #body(base: V1Lease | undefined, now: number): V1Lease {
+    const holderChanged = base?.spec?.holderIdentity !== this.#identity;
+    const annotations: Record<string, string> = {
+      ...base?.metadata?.annotations,
+      [MEMBER_ANNOTATION]: this.#o.member,
+      [APPLIED_ANNOTATION]: String(this.#applied),
+      [SLOTS_ANNOTATION]: formatSlots(this.#slots),
+    };
+    if (this.#leaving) annotations[LEAVING_ANNOTATION] = "true";
+    else delete annotations[LEAVING_ANNOTATION];
+    if (this.#o.mode !== undefined) annotations[HANDOFF_ANNOTATION] = this.#o.mode;
+    return {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: {
+        ...base?.metadata,
+        name: this.#leaseName,
+        namespace: this.#o.namespace,
+        labels: { ...base?.metadata?.labels, [RING_LABEL]: this.#o.ring },
+        annotations,
+      },
+      spec: {
+        ...base?.spec,
+        holderIdentity: this.#identity,
+        leaseDurationSeconds: this.#t.leaseDurationSeconds,
+        renewTime: microTime(now),
+        acquireTime: holderChanged ? microTime(now) : (base?.spec?.acquireTime ?? microTime(now)),
+        leaseTransitions: (base?.spec?.leaseTransitions ?? 0) + (holderChanged && base !== undefined ? 1 : 0),
+      },
+    };
+  }
+
+  // ---- following the ring -------------------------------------------------
+
+  #applyRing(obj: RingObject | undefined): void {
+    if (obj === undefined || this.#stop.signal.aborted) return; // no ring (yet, or any more): keep what we hold
+    const spec = decodeSpec(obj.spec);
+    if (!spec.ok) return this.#refuse(spec.message);
+    if (this.#slotCount !== undefined && spec.value.slotCount !== this.#slotCount) {
+      return this.#refuse(`spec.slots changed from ${this.#slotCount} to ${spec.value.slotCount}; slot counts are fixed for a member's life`);
+    }
+    const tables = decodeTables(obj.status, spec.value.slotCount);
+    if (!tables.ok) return this.#refuse(`${tables.reason}: ${tables.message}`);
+    this.#slotCount = spec.value.slotCount;
+    if (tables.value !== undefined) this.#tables = tables.value;
+    this.#republish();
+  }
+
+  #refuse(message: string): void {
+    // Fail closed: an invalid ring never changes what we enforce.
+    if (message !== this.#lastRefusal) this.#log.warn({ message }, "ignoring invalid ShardRing; keeping the last accepted table");
+    this.#lastRefusal = message;
+  }
+
+  #republish(): void {
+    if (this.#slotCount === undefined) return;
+    let next: Ownership;
+    if (this.#fenced || this.#life === LIFECYCLE.Stopped) {
+      // Generation 0 ("no table"), so no report made for the fenced state
+      // can be mistaken for one about a real table's ranges, and back.
+      this.#slots = [];
+      next = EMPTY;
+    } else {
+      const t = follow(this.#held, this.#tables, this.#o.member);
+      this.#held = t.held;
+      this.#slots = t.slots;
+      next = { generation: t.generation, ranges: slotsToRanges(t.slots, this.#slotCount) };
+    }
+    this.#publish(next);
+    this.#checkLeft();
+  }
+
+  #publish(next: Ownership): void {
+    const prev = this.#ownership;
+    if (prev.generation === next.generation && equal(prev.ranges, next.ranges)) return;
+    this.#ownership = Object.freeze({ generation: next.generation, ranges: Object.freeze([...next.ranges]) });
+    this.#log.info({ generation: next.generation, slots: formatSlots(this.#slots) }, "ranges changed");
+    this.#metrics?.owned.set({ ring: this.#o.ring }, ratio(next.ranges));
+    this.#metrics?.generation.set({ ring: this.#o.ring }, next.generation);
+    for (const l of this.#listeners) {
+      try {
+        l(this.#ownership, prev);
+      } catch (e) {
+        this.#log.error({ err: describe(e) }, "ownership listener threw");
+      }
+    }
+    // Nothing to relist when the ranges are what the proxy last applied (a
+    // generation that does not touch this member): report it at once.
+    if (equal(next.ranges, this.#appliedRanges)) this.#noteApplied(next.generation);
+  }
+
+  #noteApplied(generation: number): void {
+    if (generation <= this.#applied) return;
+    this.#applied = generation;
+    this.#kick();
+  }
+
+  #checkLeft(): void {
+    if (this.#life !== LIFECYCLE.Leaving || this.#tables === undefined) return;
+    const pendingGivesUs = this.#tables.pending?.owners.includes(this.#o.member) ?? false;
+    if (this.#held.slots.length === 0 && !pendingGivesUs) this.#leaveSettled();
+  }
+}
