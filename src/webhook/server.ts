@@ -124,9 +124,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     return;
   }
 
-  const reject = (code: number, message: string, drain: boolean): void => {
+  // No UID can be echoed on these paths: the body was not read or not parsed.
+  const reject = (code: number, message: string, bodyUnread: boolean): void => {
     opts.logger.warn({ code, reason: message }, "malformed admission request");
-    writeReview(res, completeReview("", errored(code, new Error(message))), drain);
+    writeReview(res, completeReview("", errored(code, new Error(message))), bodyUnread);
   };
 
   const contentType = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
@@ -140,25 +141,20 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     return;
   }
 
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_REVIEW_BYTES) {
-      // Stop reading at once: a sender of an endless body must not make us
-      // buffer it. The connection is closed after the answer.
-      reject(413, `request body is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
-      return;
-    }
-    chunks.push(chunk);
+  const read = await readLimited(req, MAX_REVIEW_BYTES);
+  if (read === "too-large") {
+    // Reading stopped at the limit: a sender of an endless body must not
+    // make us buffer it. The connection is closed after the answer.
+    reject(413, `request body is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
+    return;
   }
-  if (size === 0) {
+  if (read.length === 0) {
     reject(400, "request body is empty; expected an admission.k8s.io/v1 AdmissionReview", false);
     return;
   }
   let body: unknown;
   try {
-    body = JSON.parse(Buffer.concat(chunks, size).toString("utf8"));
+    body = JSON.parse(read.toString("utf8"));
   } catch (e) {
     reject(400, `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, false);
     return;
@@ -175,17 +171,63 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
 }
 
 /**
+ * Reads the whole body, or stops (pausing the stream, without destroying the
+ * socket) as soon as it exceeds `limit`.
+ */
+function readLimited(req: IncomingMessage, limit: number): Promise<Buffer | "too-large"> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        done();
+        req.pause();
+        resolve("too-large");
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      done();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (e: Error): void => {
+      done();
+      reject(e);
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+  });
+}
+
+/**
  * Writes a review with HTTP 200, as controller-runtime does: the apiserver
  * reads the verdict (and its message) from the body, not the status line.
- * `close` ends the connection afterwards, for requests whose body was not
- * (or not fully) read.
+ *
+ * `close` is for requests whose body was not (fully) read. The connection is
+ * then half-closed after the answer and torn down half a second later, the
+ * "lingering close" Go's net/http does: closing at once with unread input
+ * pending makes the kernel send a reset, which can destroy the answer before
+ * the client reads it. (A `Connection: close` header would make Node destroy
+ * the socket as soon as the answer is written, which is exactly that.)
  */
 function writeReview(res: ServerResponse, review: AdmissionReviewResponse, close = false): void {
   const body = JSON.stringify(review);
-  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
-  if (close) headers["connection"] = "close";
-  res.writeHead(200, headers);
-  res.end(body, () => {
-    if (close) res.socket?.destroy();
+  // Taken now: Node detaches the socket from the response once it is written.
+  const socket = res.req.socket;
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+  if (!close) return;
+  res.once("finish", () => {
+    res.req.resume();
+    socket.end();
+    setTimeout(() => socket.destroy(), 500).unref();
   });
 }
