@@ -1,0 +1,267 @@
+/**
+ * Test harness for the ring against devapi: a coordinator, members each with
+ * a stub proxy that "relists" after a delay, and a checker that samples the
+ * members' caches every 100 ms.
+ *
+ * The stub proxy models what the real one guarantees:
+ * - its *cache* (what the controller holds) changes only when a relist
+ *   completes, `relistMs` after the last change of the ranges; then it calls
+ *   `markApplied` for the ranges it relisted under;
+ * - it *delivers* only `intersect(cache, current ranges)`: narrowing filters
+ *   at once, widening counts only once relisted.
+ *
+ * While sampling is on, the checker also runs at every such change, so the
+ * samples include every instant at which the answer could have changed.
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { Registry } from "prom-client";
+import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
+import { silentLogger, createLogger } from "../../src/log.ts";
+import type { Ownership } from "../../src/proxy/ownership.ts";
+import { complement, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
+import { runCoordinator, type CoordinatorOptions } from "../../src/ring/coordinator.ts";
+import { RingMember, type RingMemberOptions } from "../../src/ring/member.ts";
+import { RING_GROUP, RING_KIND, RING_VERSION } from "../../src/ring/names.ts";
+import type { ShardRingStatusJson } from "../../src/ring/table.ts";
+
+export const SHARDRING_REF = { group: RING_GROUP, version: RING_VERSION, resource: "shardrings" } as const;
+export const LEASE_REF = { group: "coordination.k8s.io", version: "v1", resource: "leases" } as const;
+
+export const NS = "ring-test";
+// Short enough for a fast suite, long enough that a loaded CI box does not
+// miss renewals: 300 ms renewals against a 1.2 s deadline and 2 s leases.
+export const TIMINGS = { leaseDurationSeconds: 2, renewDeadlineMs: 1_200, retryPeriodMs: 300 } as const;
+export const RELIST_MS = 150;
+
+export function kubeConfig(url: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "dev", server: url, skipTLSVerify: true }],
+    users: [{ name: "u", token: "ring-test" }],
+    contexts: [{ name: "c", cluster: "dev", user: "u" }],
+    currentContext: "c",
+  });
+  return kc;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `cond` every 25 ms; throws with `what` after `timeoutMs`. */
+export async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+export class StubProxy {
+  cache: readonly Range[] = [];
+  relists = 0;
+  #timer: NodeJS.Timeout | undefined;
+  readonly #member: RingMember;
+  readonly #relistMs: number;
+  readonly #onChange: () => void;
+  constructor(member: RingMember, relistMs: number, onChange: () => void) {
+    this.#member = member;
+    this.#relistMs = relistMs;
+    this.#onChange = onChange;
+    member.subscribe((next) => this.#changed(next));
+  }
+  #changed(next: Ownership): void {
+    this.#onChange(); // narrowing takes effect at once: check right now
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      // The relist started after the latest change, so it reflects `next`.
+      this.cache = next.ranges;
+      this.relists++;
+      this.#onChange();
+      this.#member.markApplied(next.generation);
+    }, this.#relistMs);
+  }
+  /** What the controller can reconcile right now. */
+  delivering(): Range[] {
+    return intersect(this.cache, this.#member.current().ranges);
+  }
+  stop(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+  }
+}
+
+export interface TestMember {
+  readonly name: string;
+  readonly member: RingMember;
+  readonly proxy: StubProxy;
+  killed: boolean;
+  left: boolean;
+}
+
+export interface Sample {
+  readonly at: number;
+  readonly phase: string;
+  readonly uncovered: number;
+  readonly doubled: number;
+  /** Taken by the 100 ms timer (the others at a cache or range change). */
+  readonly periodic: boolean;
+}
+
+export class RingEnv {
+  readonly api: DevApi;
+  readonly kc: KubeConfig;
+  readonly ring: string;
+  readonly members = new Map<string, TestMember>();
+  readonly samples: Sample[] = [];
+  phase = "setup";
+  #coordinators: Array<{ abort: AbortController; done: Promise<void> }> = [];
+  #sampler: NodeJS.Timeout | undefined;
+
+  private constructor(api: DevApi, ring: string) {
+    this.api = api;
+    this.kc = kubeConfig(api.url);
+    this.ring = ring;
+  }
+
+  static async start(ring = "web"): Promise<RingEnv> {
+    return new RingEnv(await startDevApi({ gate: "on" }), ring);
+  }
+
+  /** Creates the ShardRing up front (otherwise the leader creates it with the members' hint). */
+  createRing(spec: Record<string, unknown>): void {
+    this.api.store.create(SHARDRING_REF, { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, metadata: { name: this.ring, namespace: NS }, spec });
+  }
+
+  ringObject(): KubeObject | undefined {
+    return this.api.store.get(SHARDRING_REF, NS, this.ring);
+  }
+
+  /** The ShardRing's status as the leader writes it (unvalidated: tests also write broken ones). */
+  ringStatus(): Partial<ShardRingStatusJson> | undefined {
+    const st = this.ringObject()?.status;
+    return typeof st === "object" && st !== null ? st : undefined;
+  }
+
+  startCoordinator(over: Partial<CoordinatorOptions> = {}): { registry: Registry; stop: () => Promise<void> } {
+    const abort = new AbortController();
+    const registry = over.registry ?? new Registry();
+    const done = runCoordinator(
+      {
+        kubeConfig: this.kc,
+        namespace: NS,
+        ringNamespace: NS,
+        identity: `mgr-${this.#coordinators.length}`,
+        election: TIMINGS,
+        registry,
+        log: process.env["RING_TEST_LOG"] ? createLogger({ level: "debug", name: "coordinator" }) : silentLogger(),
+        ...over,
+      },
+      abort.signal,
+    );
+    const c = { abort, done };
+    this.#coordinators.push(c);
+    return {
+      registry,
+      stop: async () => {
+        abort.abort();
+        await done;
+      },
+    };
+  }
+
+  async addMember(name: string, over: Partial<RingMemberOptions> = {}, relistMs = RELIST_MS): Promise<TestMember> {
+    const member = new RingMember({
+      kubeConfig: this.kc,
+      namespace: NS,
+      ring: this.ring,
+      member: name,
+      timings: TIMINGS,
+      leaveTimeoutMs: 15_000,
+      log: process.env["RING_TEST_LOG"] ? createLogger({ level: "debug", name }) : silentLogger(),
+      ...over,
+    });
+    // Besides the 100 ms sampler, every cache or range change is checked the
+    // instant it happens, so a short violation cannot fall between samples.
+    const proxy = new StubProxy(member, relistMs, () => {
+      if (this.#sampler !== undefined) this.sample();
+    });
+    const m: TestMember = { name, member, proxy, killed: false, left: false };
+    this.members.set(name, m);
+    await member.start();
+    return m;
+  }
+
+  async leave(name: string): Promise<void> {
+    const m = this.members.get(name);
+    if (m === undefined) throw new Error(`no member ${name}`);
+    await m.member.leave();
+    m.left = true;
+    m.proxy.stop();
+  }
+
+  /** SIGKILL: the process is gone; its proxy delivers nothing from this instant. */
+  kill(name: string): void {
+    const m = this.members.get(name);
+    if (m === undefined) throw new Error(`no member ${name}`);
+    m.killed = true;
+    m.member.halt();
+    m.proxy.stop();
+  }
+
+  live(): TestMember[] {
+    return [...this.members.values()].filter((m) => !m.killed && !m.left);
+  }
+
+  /** Share of the keyspace no live member delivers. */
+  uncovered(): number {
+    let all: Range[] = [];
+    for (const m of this.live()) all = union(all, m.proxy.delivering());
+    return ratio(complement(all));
+  }
+
+  /** Share of the keyspace held in two caches at once. */
+  doubled(): number {
+    const live = this.live();
+    let twice: Range[] = [];
+    for (let i = 0; i < live.length; i++)
+      for (let j = i + 1; j < live.length; j++) twice = union(twice, intersect(live[i]?.proxy.cache ?? [], live[j]?.proxy.cache ?? []));
+    return size(twice) === 0n ? 0 : ratio(twice);
+  }
+
+  startSampling(everyMs = 100): void {
+    this.#sampler = setInterval(() => this.sample(true), everyMs);
+  }
+
+  sample(periodic = false): Sample {
+    const s = { at: Date.now(), phase: this.phase, uncovered: this.uncovered(), doubled: this.doubled(), periodic };
+    this.samples.push(s);
+    return s;
+  }
+
+  /** Waits until the committed table has exactly `names`, nothing is pending, and every live cache has settled. */
+  async settled(names: string[], timeoutMs = 10_000): Promise<void> {
+    const want = [...names].sort().join(",");
+    await until(
+      `a committed table with exactly [${want}]`,
+      () => {
+        const st = this.ringStatus();
+        if (st?.committed === undefined || st.pending !== undefined) return false;
+        const got = st.committed.members.map((m) => m.name).sort().join(",");
+        if (got !== want) return false;
+        const gen = st.committed.generation;
+        return this.live().every((m) => m.member.current().generation === gen && m.proxy.delivering().length === m.member.current().ranges.length && size(m.proxy.cache) === size(m.member.current().ranges));
+      },
+      timeoutMs,
+    );
+  }
+
+  async stop(): Promise<void> {
+    if (this.#sampler !== undefined) clearInterval(this.#sampler);
+    for (const m of this.members.values()) {
+      m.member.halt();
+      m.proxy.stop();
+    }
+    for (const c of this.#coordinators) c.abort.abort();
+    await Promise.all(this.#coordinators.map((c) => c.done));
+    await this.api.close();
+  }
+}
