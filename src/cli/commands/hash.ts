@@ -16,15 +16,15 @@ Examples:
   shardcar hash 6f1d9e2c-3b7a-4c1e-9f0a-1234567890ab
   shardcar hash --shards 3 default kube-system
 `,
-  async run(argv, io) {
+  run(argv, io) {
     const { values, positionals } = parseFlags(argv, { shards: { type: "string" } }, true);
     if (values.help) {
       io.stdout.write(this.usage);
-      return 0;
+      return Promise.resolve(0);
     }
     if (positionals.length === 0) {
       io.stderr.write("shardcar hash: at least one VALUE is required\n");
-      return 2;
+      return Promise.resolve(2);
     }
     const n = values.shards === undefined ? undefined : intFlag("--shards", values.shards, 1, 1, 4096);
     const matchers = n === undefined ? [] : split(n).map((r) => new HashMatcher([r]));
@@ -32,6 +32,6 @@ Examples:
       const shard = matchers.findIndex((m) => m.matchesString(v));
       io.stdout.write(`${fnv1a64Hex(v)}  ${JSON.stringify(v)}${n === undefined ? "" : `  shard ${shard}/${n}`}\n`);
     }
-    return 0;
+    return Promise.resolve(0);
   },
 };

@@ -1,6 +1,6 @@
 import { formatBound } from "../../shard/hash.ts";
 import { split } from "../../shard/range.ts";
-import { canonicalSelector, type ShardKey } from "../../shard/selector.ts";
+import { canonicalSelector } from "../../shard/selector.ts";
 import type { Command } from "../command.ts";
 import { UsageError, intFlag, parseFlags } from "../flags.ts";
 
@@ -16,11 +16,11 @@ Examples:
   shardcar ranges 3
   shardcar ranges --key namespace --json 4
 `,
-  async run(argv, io) {
+  run(argv, io) {
     const { values, positionals } = parseFlags(argv, { key: { type: "string" }, json: { type: "boolean" } }, true);
     if (values.help) {
       io.stdout.write(this.usage);
-      return 0;
+      return Promise.resolve(0);
     }
     const key = values.key ?? "uid";
     if (key !== "uid" && key !== "namespace") throw new UsageError("--key", `invalid --key ${JSON.stringify(key)}: expected uid or namespace`);
@@ -30,10 +30,10 @@ Examples:
       shard: i,
       start: formatBound(r.start),
       end: formatBound(r.end),
-      selector: canonicalSelector(key as ShardKey, [r]) ?? "",
+      selector: canonicalSelector(key, [r]) ?? "",
     }));
     if (values.json) io.stdout.write(JSON.stringify(rows, null, 2) + "\n");
     else for (const r of rows) io.stdout.write(`${r.shard}/${n}  [${r.start}, ${r.end})  ${r.selector}\n`);
-    return 0;
+    return Promise.resolve(0);
   },
 };

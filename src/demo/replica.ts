@@ -1,0 +1,92 @@
+/**
+ * A controller replica as the demo and the end-to-end tests run it: a real
+ * `@kubernetes/client-node` informer that talks only to its own shardcar
+ * proxy, exactly as an unmodified controller would after injection.
+ */
+import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
+import type { Logger } from "../log.ts";
+import type { OwnershipSource } from "../proxy/ownership.ts";
+import { startProxy, type RunningProxy } from "../proxy/run.ts";
+import type { FallbackPolicy } from "../proxy/server.ts";
+import { makeUpstream } from "../proxy/upstream.ts";
+import type { ShardedResource } from "../shard/spec.ts";
+import { createLocalCa } from "../webhook/pki.ts";
+
+export interface ReplicaOptions {
+  readonly name: string;
+  /** The apiserver (devapi) the proxy forwards to. */
+  readonly upstreamUrl: string;
+  readonly resources: readonly ShardedResource[];
+  readonly ownership: OwnershipSource;
+  readonly fallback?: FallbackPolicy;
+  readonly logger: Logger;
+  /** Bearer token the "controller" presents; the proxy must forward it unchanged. */
+  readonly token?: string;
+}
+
+export interface Replica {
+  readonly name: string;
+  readonly proxy: RunningProxy;
+  readonly informer: Informer<V1Pod> & ObjectCache<V1Pod>;
+  readonly kubeConfig: KubeConfig;
+  /** Stops the informer and the proxy. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** A KubeConfig that points a client at `server` with a bearer token, trusting `caPem`. */
+export function kubeConfigFor(server: string, token: string, caPem: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server, caData: Buffer.from(caPem).toString("base64"), skipTLSVerify: false }],
+    users: [{ name: "u", token }],
+    contexts: [{ name: "ctx", cluster: "c", user: "u" }],
+    currentContext: "ctx",
+  });
+  return kc;
+}
+
+/** Starts a proxy and a pod informer behind it; resolves once the informer started. */
+export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
+  // The controller talks TLS to its proxy, as after injection: client-node
+  // refuses plain HTTP unless verification is off, and it must stay on.
+  const ca = await createLocalCa(`shardcar-demo-${opts.name}`, new Date(), 24 * 3600_000);
+  const tls = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now: new Date(), validityMs: 24 * 3600_000 });
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    tls,
+    admin: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(opts.upstreamUrl),
+    resources: opts.resources,
+    ownership: opts.ownership,
+    fallback: opts.fallback ?? "filter",
+    logger: opts.logger.child({ replica: opts.name }),
+  });
+  const kc = kubeConfigFor(proxy.url, opts.token ?? `token-${opts.name}`, ca.certPem);
+  const core = kc.makeApiClient(CoreV1Api);
+  const informer = makeInformer<V1Pod>(kc, "/api/v1/pods", () => core.listPodForAllNamespaces());
+  // Errors (e.g. a relist refused with 503) must not crash the demo; the
+  // informer is restarted after a short pause, as a controller's would be.
+  let stopped = false;
+  informer.on("error", () => {
+    if (stopped) return;
+    setTimeout(() => {
+      if (!stopped) informer.start().catch(() => undefined);
+    }, 500).unref();
+  });
+  await informer.start();
+  let done: Promise<void> | undefined;
+  return {
+    name: opts.name,
+    proxy,
+    informer,
+    kubeConfig: kc,
+    stop() {
+      done ??= (async () => {
+        stopped = true;
+        await informer.stop();
+        await proxy.close();
+      })();
+      return done;
+    },
+  };
+}
