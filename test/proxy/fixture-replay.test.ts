@@ -69,7 +69,7 @@ function jsonWatchEvents(body: Buffer): Ev[] {
 function protoWatchEvents(body: Buffer): Ev[] {
   return splitFrames(body).map((f) => {
     const d = decodeEvent(pb, f);
-    return { type: d.type, meta: metaOf(d.object) as Meta };
+    return { type: d.type, meta: metaOf(d.object) };
   });
 }
 
