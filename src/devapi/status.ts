@@ -66,9 +66,9 @@ export function notFound(q: Qualified, name: string): DevApiStatusError {
   return status(404, `${qualified(q)} "${name}" not found`, "NotFound", details(q, name));
 }
 
-/** 404 for a path that names no resource at all. */
-export function pathNotFound(): DevApiStatusError {
-  return status(404, "the server could not find the requested resource", "NotFound", {});
+/** 404 for a path (or resource reference) that names no resource at all. */
+export function pathNotFound(what?: string): DevApiStatusError {
+  return status(404, `the server could not find the requested resource${what === undefined ? "" : ` (${what})`}`, "NotFound", {});
 }
 
 export function alreadyExists(q: Qualified, name: string): DevApiStatusError {

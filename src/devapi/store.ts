@@ -13,7 +13,7 @@ import { fnv1a64Into } from "../shard/hash.ts";
 import { canonicalTyped, canonicalUnstructured, goJson, isRecord, orderedMeta } from "./json.ts";
 import { applyJsonPatch, applyMergePatch, type PatchType } from "./patch.ts";
 import { parseLabelSelector, matchLabels } from "./selectors.ts";
-import { alreadyExists, badRequest, conflict, expired, invalid, notFound, type Qualified } from "./status.ts";
+import { alreadyExists, badRequest, conflict, expired, invalid, notFound, pathNotFound, type Qualified } from "./status.ts";
 import { DEFAULT_COLUMNS } from "./table.ts";
 import { groupVersion, type GroupVersionResource, type KubeObject, type ObjectMeta, type ResourceDef, type ResourceRef, type TableColumn } from "./types.ts";
 
@@ -359,19 +359,24 @@ export class MemoryStore implements DevStore {
     return this.resources.get(`${gvr.group}/${gvr.version}/${gvr.resource}`);
   }
 
+  /**
+   * Finds a registered resource: an exact group/version/resource, or a string
+   * `resource.group`, or a bare plural (the core group's first, else the only
+   * group that has it). Throws a 404 Status naming the reference otherwise.
+   */
   resolve(ref: ResourceRef): ResourceState {
     if (typeof ref !== "string") {
       const s = this.find(ref);
       if (s) return s;
-      throw notFound({ group: ref.group, resource: ref.resource }, "");
+      throw pathNotFound(`${ref.resource}.${ref.group}/${ref.version}`);
     }
     const dot = ref.indexOf(".");
     const resource = dot < 0 ? ref : ref.slice(0, dot);
-    const group = dot < 0 ? "" : ref.slice(dot + 1);
-    for (const s of this.resources.values()) {
-      if (s.def.resource === resource && s.def.group === group) return s;
-    }
-    throw notFound({ group, resource }, "");
+    const group = dot < 0 ? undefined : ref.slice(dot + 1);
+    const candidates = [...this.resources.values()].filter((s) => s.def.resource === resource && (group === undefined || s.def.group === group));
+    const pick = candidates.find((s) => s.def.group === "") ?? (group !== undefined || new Set(candidates.map((s) => s.def.group)).size === 1 ? candidates[0] : undefined);
+    if (pick) return pick;
+    throw pathNotFound(ref);
   }
 
   // -------------------------------------------------------------------------

@@ -102,7 +102,10 @@ export interface Reply {
 /** One request with exactly the given headers; resolves with the whole body. */
 export function send(base: string, target: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(new URL(target, base), { method: opts.method ?? "GET", headers: opts.headers ?? {} }, (res) => {
+    const headers: Record<string, string | number> = { ...(opts.headers ?? {}) };
+    // Node sends DELETE bodies without framing unless told the length.
+    if (opts.body !== undefined) headers["content-length"] = Buffer.byteLength(opts.body);
+    const req = httpRequest(new URL(target, base), { method: opts.method ?? "GET", headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));

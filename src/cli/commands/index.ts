@@ -1,5 +1,7 @@
 import type { Command } from "../command.ts";
+import { devapiCommand } from "./devapi.ts";
 import { hashCommand } from "./hash.ts";
+import { managerCommand } from "./manager.ts";
 import { proxyCommand } from "./proxy.ts";
 import { rangesCommand } from "./ranges.ts";
 
@@ -8,4 +10,6 @@ export const COMMANDS: readonly Command[] = [
   proxyCommand,
   hashCommand,
   rangesCommand,
+  managerCommand,
+  devapiCommand,
 ];
