@@ -43,7 +43,7 @@ interface Fixture {
   start(over?: Partial<InjectedModeOptions>): Promise<InjectedMode>;
 }
 
-async function fixture(t: Tap.Test, opts: { writeReal?: boolean } = {}): Promise<Fixture> {
+async function fixture(t: { teardown(fn: () => unknown): void }, opts: { writeReal?: boolean } = {}): Promise<Fixture> {
   const root = await mkdtemp(join(tmpdir(), "shardcar-injected-"));
   t.teardown(() => rm(root, { recursive: true, force: true }));
   const real = new FakeKubeletVolume(join(root, "real"));

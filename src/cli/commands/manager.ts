@@ -1,0 +1,166 @@
+import { KubeConfig } from "@kubernetes/client-node";
+import { createLogger } from "../../log.ts";
+import { parseListen } from "../../proxy/run.ts";
+import {
+  FileCertificates,
+  SelfManagedCertificates,
+  defaultInjectorConfig,
+  kubeSecretStore,
+  kubeWebhookConfigStore,
+  startWebhookServer,
+  watchCertificates,
+  webhookDnsNames,
+  type CertificateSource,
+  type InjectorConfig,
+  type WebhookServer,
+} from "../../webhook/index.ts";
+import type { Command } from "../command.ts";
+import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export const managerCommand: Command = {
+  name: "manager",
+  summary: "serve the injection webhook (and, later, coordinate rings) in shardcar-system",
+  usage: `Usage: shardcar manager --image IMAGE [flags]
+
+Serves the mutating admission webhook that injects the shardcar sidecar into
+pods labelled or annotated shardcar.io/inject: "true", over HTTPS
+(AdmissionReview v1, POST /mutate-pods; GET /healthz).
+
+Webhook certificates come from one of two places:
+  self          the manager keeps a CA and serving certificate in the Secret
+                --secret, renews them, and patches caBundle into its own
+                MutatingWebhookConfiguration --webhook-config (default)
+  cert-manager  cert-manager writes tls.crt/tls.key into --cert-dir and its
+                CA injector fills caBundle; the manager only reads the files
+
+Flags:
+  --image IMAGE             the shardcar image to inject as the sidecar (required)
+  --image-pull-policy P     Always, IfNotPresent (default) or Never
+  --webhook-listen H:P      HTTPS listener (default 0.0.0.0:9443)
+  --cert-mode MODE          self (default) or cert-manager
+  --cert-dir DIR            tls.crt and tls.key in cert-manager mode
+                            (default /var/run/shardcar/webhook-certs)
+  --cert-resync D           how often to re-check certificates and caBundle (default 1m)
+  --namespace NS            the manager's namespace; never injected (default shardcar-system)
+  --service NAME            the webhook Service, for certificate names (default shardcar-webhook)
+  --secret NAME             the self-managed certificate Secret (default shardcar-webhook-tls)
+  --webhook-config NAME     the MutatingWebhookConfiguration to patch (default shardcar)
+  --proxy-port N            the sidecar's loopback API port (default 7443)
+  --admin-port N            the sidecar's health and metrics port (default 9464)
+  --log-level LEVEL         pino level (default info)
+
+Examples:
+  shardcar manager --image ghcr.io/shardcar/shardcar:0.1.0
+  shardcar manager --image ghcr.io/shardcar/shardcar:0.1.0 --cert-mode cert-manager \\
+      --cert-dir /var/run/shardcar/webhook-certs --namespace shardcar-system
+`,
+  async run(argv, io) {
+    const { values } = parseFlags(argv, {
+      image: { type: "string" },
+      "image-pull-policy": { type: "string" },
+      "webhook-listen": { type: "string" },
+      "cert-mode": { type: "string" },
+      "cert-dir": { type: "string" },
+      "cert-resync": { type: "string" },
+      namespace: { type: "string" },
+      service: { type: "string" },
+      secret: { type: "string" },
+      "webhook-config": { type: "string" },
+      "proxy-port": { type: "string" },
+      "admin-port": { type: "string" },
+      "log-level": { type: "string" },
+    });
+    if (values.help) {
+      io.stdout.write(this.usage);
+      return 0;
+    }
+    const image = values.image;
+    if (image === undefined || image.trim() === "") throw new UsageError("--image", "--image is required: the shardcar image to inject, e.g. --image ghcr.io/shardcar/shardcar:0.1.0");
+    const pullPolicy = values["image-pull-policy"] ?? "IfNotPresent";
+    if (pullPolicy !== "Always" && pullPolicy !== "IfNotPresent" && pullPolicy !== "Never") {
+      throw new UsageError("--image-pull-policy", `invalid --image-pull-policy ${JSON.stringify(pullPolicy)}: expected Always, IfNotPresent or Never`);
+    }
+    const listen = parseListen("--webhook-listen", values["webhook-listen"] ?? "0.0.0.0:9443");
+    const certMode = values["cert-mode"] ?? "self";
+    if (certMode !== "self" && certMode !== "cert-manager") throw new UsageError("--cert-mode", `invalid --cert-mode ${JSON.stringify(certMode)}: expected self or cert-manager`);
+    const certDir = values["cert-dir"] ?? "/var/run/shardcar/webhook-certs";
+    const resyncMs = durationFlag("--cert-resync", values["cert-resync"], 60_000);
+    if (resyncMs < 1000) throw new UsageError("--cert-resync", `invalid --cert-resync ${JSON.stringify(values["cert-resync"])}: at least 1s`);
+    const names: Record<string, string> = {
+      "--namespace": values.namespace ?? "shardcar-system",
+      "--service": values.service ?? "shardcar-webhook",
+      "--secret": values.secret ?? "shardcar-webhook-tls",
+      "--webhook-config": values["webhook-config"] ?? "shardcar",
+    };
+    for (const [flag, v] of Object.entries(names)) {
+      if (!DNS_LABEL.test(v) || v.length > 63) throw new UsageError(flag, `invalid ${flag} ${JSON.stringify(v)}: expected a DNS-1123 label`);
+    }
+    const namespace = names["--namespace"] ?? "shardcar-system";
+    const proxyPort = intFlag("--proxy-port", values["proxy-port"], 7443, 1, 65535);
+    const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
+    if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
+
+    const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager" });
+    const config: InjectorConfig = {
+      ...defaultInjectorConfig(image),
+      imagePullPolicy: pullPolicy,
+      proxyPort,
+      adminPort,
+      managerNamespace: namespace,
+    };
+
+    let source: CertificateSource;
+    if (certMode === "self") {
+      // In a pod: the manager's own service account; elsewhere, $KUBECONFIG.
+      const kc = new KubeConfig();
+      kc.loadFromDefault();
+      source = new SelfManagedCertificates({
+        secrets: kubeSecretStore(kc, namespace, names["--secret"] ?? ""),
+        webhookConfig: kubeWebhookConfigStore(kc, names["--webhook-config"] ?? ""),
+        dnsNames: webhookDnsNames(names["--service"] ?? "", namespace),
+        logger,
+      });
+    } else {
+      source = new FileCertificates(certDir);
+    }
+
+    // Certificate renewals reach the server once it exists.
+    const live: { server?: WebhookServer } = {};
+    let tls;
+    try {
+      tls = await watchCertificates({
+        source,
+        intervalMs: resyncMs,
+        retryMs: 2000,
+        logger,
+        signal: io.signal,
+        onChange: (next) => live.server?.setTls(next),
+      });
+    } catch (e) {
+      // Stopped before a certificate was ever available: a clean shutdown.
+      if (io.signal.aborted) return 0;
+      throw e;
+    }
+    const server = await startWebhookServer({ host: listen.host, port: listen.port, tls, config, logger });
+    live.server = server;
+    logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
+
+    // ---------------------------------------------------------------------
+    // RING COORDINATOR (src/ring, another issue): it runs here, inside the
+    // manager, behind leader election (a Lease in `namespace`; the RBAC in
+    // manifests/base/rbac already allows it). Start it with `io.signal` and
+    // await its stop alongside the webhook server below. Webhook serving is
+    // NOT leader-elected: every replica answers admission requests.
+    // ---------------------------------------------------------------------
+
+    await new Promise<void>((resolve) => {
+      if (io.signal.aborted) resolve();
+      else io.signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+    logger.info("shutting down");
+    await server.close();
+    return 0;
+  },
+};
