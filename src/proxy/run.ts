@@ -79,7 +79,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   // The proxy carries the controller's credentials; it must never be
   // reachable from outside the pod (design.md: must).
   if (!LOOPBACK_HOSTS.has(cfg.listen.host)) {
-    throw new ConfigError("--listen", `the proxy listens on loopback only; ${JSON.stringify(cfg.listen.host)} is not a loopback address`);
+    throw new ConfigError("--listen", `invalid --listen ${JSON.stringify(`${cfg.listen.host}:${cfg.listen.port}`)}: the proxy listens on loopback only (127.0.0.1, ::1 or localhost)`);
   }
   const registry = cfg.registry ?? new Registry();
   const metrics = new ProxyMetrics(registry);

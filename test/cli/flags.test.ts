@@ -1,0 +1,65 @@
+/**
+ * Bad flags exit 2 with a message that names the flag and the value, for
+ * every command that takes them. Runs `main` in-process.
+ */
+import t from "tap";
+import { Writable } from "node:stream";
+import { main } from "../../src/cli/main.ts";
+
+async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  const sink = (f: (s: string) => void): Writable => new Writable({ write(c: Buffer, _e, cb) { f(c.toString()); cb(); } });
+  const ac = new AbortController();
+  ac.abort();
+  const code = await main(argv, { stdout: sink((s) => (out += s)), stderr: sink((s) => (err += s)), env: {}, signal: ac.signal });
+  return { code, out, err };
+}
+
+const BAD: Array<[string[], RegExp]> = [
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "3/3"], /--shards "3\/3".*less than N/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "half"], /--shards "half"/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')"], /--shards .*did you mean "0x0000000000000000"/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "Pods", "--shards", "0/2"], /--resources "Pods"/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods,,configmaps", "--shards", "0/2"], /--resources .*empty entry/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods=name", "--shards", "0/2"], /--resources .*key must be uid or namespace/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods,pods", "--shards", "0/2"], /--resources .*listed twice/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--shards", "0/2"], /--resources is required/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "0/2", "--fallback", "maybe"], /--fallback "maybe"/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "0/2", "--listen", "0.0.0.0:7443"], /--listen.*loopback/],
+  [["proxy", "--server", "http://10.0.0.1:6443", "--resources", "pods", "--shards", "0/2"], /plain-HTTP/],
+  [["proxy", "--resources", "pods", "--shards", "0/2", "--bogus"], /--bogus/],
+  [["proxy", "--resources", "pods", "--shards", "0/2", "--bookmark-interval", "soon"], /--bookmark-interval "soon"/],
+  [["ranges", "0"], /N "0"/],
+  [["ranges", "--key", "name", "3"], /--key "name"/],
+  [["hash", "--shards", "x", "a"], /--shards "x"/],
+  [["nosuch"], /unknown command "nosuch"/],
+];
+
+for (const [argv, re] of BAD) {
+  t.test(`shardcar ${argv.join(" ").slice(0, 80)} exits 2 naming the flag`, async (t) => {
+    const r = await run(argv);
+    t.equal(r.code, 2);
+    t.match(r.err, re);
+  });
+}
+
+t.test("every command has --help with an example", async (t) => {
+  const top = await run(["--help"]);
+  t.equal(top.code, 0);
+  const names = [...top.out.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1] ?? "");
+  t.ok(names.length >= 3, `commands listed: ${names.join(", ")}`);
+  for (const name of names) {
+    const r = await run([name, "--help"]);
+    t.equal(r.code, 0, `${name} --help`);
+    t.match(r.out, /Usage: shardcar/, `${name} has usage`);
+    t.match(r.out, /Examples?:/, `${name} has examples`);
+  }
+});
+
+t.test("hash and ranges print the KEP vectors and the N=3 boundaries", async (t) => {
+  const h = await run(["hash", "--shards", "3", "default", "a"]);
+  t.match(h.out, /0xebada5168620c5fe {2}"default" {2}shard 2\/3/);
+  const r = await run(["ranges", "3"]);
+  t.match(r.out, /1\/3 {2}\[0x5555555555555555, 0xaaaaaaaaaaaaaaaa\)/);
+});

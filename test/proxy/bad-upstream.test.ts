@@ -1,0 +1,151 @@
+/**
+ * Bad input from upstream, through the whole proxy: a list body cut
+ * mid-item must fail in the client (never look like a shorter valid list),
+ * and an unparsable watch line must end the stream with an ERROR event.
+ */
+import t from "tap";
+import { createServer, request, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { silentLogger } from "../../src/log.ts";
+import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { shardRange } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+import { syntheticPodList } from "../support/synthetic-pods.ts";
+
+async function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter"): Promise<RunningProxy> {
+  const upstream = createServer((req, res) => handler(res, req.url ?? ""));
+  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
+    resources: parseResources("pods"),
+    ownership: new StaticOwnership([shardRange(0, 2)]),
+    fallback,
+    logger: silentLogger(),
+  });
+  t.teardown(async () => {
+    await proxy.close();
+    upstream.closeAllConnections();
+    await new Promise<void>((r) => upstream.close(() => r()));
+  });
+  return proxy;
+}
+
+/** Reads a response fully; resolves with how it ended. */
+function get(url: string): Promise<{ status: number; body: Buffer; aborted: boolean }> {
+  return new Promise((resolve) => {
+    const req = request(url, { headers: { authorization: "Bearer x" } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (b: Buffer) => chunks.push(b));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted: false }));
+      res.on("error", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted: true }));
+      res.on("aborted", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted: true }));
+    });
+    req.on("error", () => resolve({ status: 0, body: Buffer.alloc(0), aborted: true }));
+    req.end();
+  });
+}
+
+function parses(b: Buffer): boolean {
+  try {
+    JSON.parse(b.toString("utf8"));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const LIST = syntheticPodList(200_000);
+
+for (const at of [0.1, 0.5, 0.93]) {
+  t.test(`an upstream list that ends cleanly but mid-item (cut at ${Math.round(at * 100)}%) fails in the client`, async (t) => {
+    const cut = Math.floor(LIST.length * at);
+    const proxy = await withUpstream(t, (res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(LIST.subarray(0, cut));
+    });
+    const r = await get(`${proxy.url}/api/v1/pods`);
+    t.ok(r.aborted, "the client's response ended with an error");
+    t.notOk(parses(r.body), "what arrived is not a valid (shorter) list");
+  });
+}
+
+t.test("an upstream connection reset mid-list fails in the client", async (t) => {
+  const proxy = await withUpstream(t, (res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write(LIST.subarray(0, LIST.length >> 1));
+    setTimeout(() => res.socket?.destroy(), 20);
+  });
+  const r = await get(`${proxy.url}/api/v1/pods`);
+  t.ok(r.aborted);
+  t.notOk(parses(r.body));
+});
+
+t.test("the same list, whole, arrives valid: the failure above is the cut's", async (t) => {
+  const proxy = await withUpstream(t, (res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(LIST);
+  });
+  const r = await get(`${proxy.url}/api/v1/pods`);
+  t.notOk(r.aborted);
+  t.ok(parses(r.body));
+});
+
+t.test("an unparsable upstream watch line ends the stream with an ERROR event, and nothing after it passes", async (t) => {
+  const good = (uid: string, rv: number): string => JSON.stringify({ type: "ADDED", object: { kind: "Pod", apiVersion: "v1", metadata: { name: `p${rv}`, namespace: "a", uid, resourceVersion: String(rv) } } });
+  // Both uids below hash into the low half (shard 0 of 2).
+  const lowUid = "00000000-0000-0000-0000-000000000001";
+  const proxy = await withUpstream(t, (res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write(good(lowUid, 10) + "\n");
+    res.write('{"type":"ADDED","object":{"metadata":{"uid": tru\n');
+    res.write(good(lowUid, 12) + "\n");
+    res.end();
+  });
+  const r = await get(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=5`);
+  const lines = r.body.toString("utf8").trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: { code?: number; metadata?: { resourceVersion?: string } } });
+  t.same(lines.map((l) => l.type), ["ADDED", "ERROR"], "the good event, then ERROR, then nothing");
+  t.equal(lines[1]?.object.code, 500);
+});
+
+t.test("an unknown watch event type fails closed", async (t) => {
+  const proxy = await withUpstream(t, (res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ type: "TELEPORTED", object: { kind: "Pod", metadata: { uid: "x", resourceVersion: "3" } } }) + "\n");
+  });
+  const r = await get(`${proxy.url}/api/v1/pods?watch=1&resourceVersion=1`);
+  const types = r.body.toString("utf8").trim().split("\n").map((l) => (JSON.parse(l) as { type: string }).type);
+  t.same(types, ["ERROR"]);
+});
+
+t.test("a body in an encoding the proxy cannot read is refused, not passed unfiltered", async (t) => {
+  const proxy = await withUpstream(t, (res) => {
+    res.writeHead(200, { "content-type": "application/yaml" });
+    res.end("kind: PodList\nitems: []\n");
+  });
+  const r = await get(`${proxy.url}/api/v1/pods`);
+  t.equal(r.status, 502);
+  t.match(r.body.toString(), /refusing to pass it unfiltered/);
+});
+
+t.test("fallback=fail: an unfiltered list becomes 503; a server-filtered one streams", async (t) => {
+  const filtered = syntheticPodList(50_000, { selector: "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')" });
+  let serveFiltered = false;
+  const proxy = await withUpstream(
+    t,
+    (res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(serveFiltered ? filtered : LIST);
+    },
+    "fail",
+  );
+  const refused = await get(`${proxy.url}/api/v1/pods`);
+  t.equal(refused.status, 503);
+  t.match(refused.body.toString(), /did not apply the shard selector/);
+  serveFiltered = true;
+  const ok = await get(`${proxy.url}/api/v1/pods`);
+  t.equal(ok.status, 200);
+  t.ok(ok.body.equals(filtered), "the confirmed list passes byte for byte");
+});
