@@ -102,7 +102,7 @@ Examples:
     const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
     if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
 
-    const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager" });
+    const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager", destination: io.stdout });
     const config: InjectorConfig = {
       ...defaultInjectorConfig(image),
       imagePullPolicy: pullPolicy,
@@ -146,6 +146,7 @@ Examples:
     const server = await startWebhookServer({ host: listen.host, port: listen.port, tls, config, logger });
     live.server = server;
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
+    io.stdout.write(`shardcar manager serving the webhook on https://${listen.host}:${server.port}\n`);
 
     // ---------------------------------------------------------------------
     // RING COORDINATOR (src/ring, another issue): it runs here, inside the

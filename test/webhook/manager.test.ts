@@ -1,0 +1,104 @@
+/**
+ * `shardcar manager` through the real CLI entry (`main`), as the container
+ * runs it: flags, exit codes, and a full start → admit → stop in
+ * cert-manager mode (self-managed mode needs an apiserver with Secrets and
+ * MutatingWebhookConfigurations; its logic is covered in certs.test.ts).
+ */
+import t from "tap";
+import { PassThrough } from "node:stream";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { request } from "node:https";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { main } from "../../src/cli/main.ts";
+import { issueWebhookCertificates, webhookDnsNames } from "../../src/webhook/certs.ts";
+import { reviewFor } from "./support.ts";
+
+function io(signal = new AbortController().signal) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  let err = "";
+  stdout.on("data", (d: Buffer) => (out += d.toString()));
+  stderr.on("data", (d: Buffer) => (err += d.toString()));
+  return { io: { stdout, stderr, env: {}, signal }, out: () => out, err: () => err };
+}
+
+t.test("--help exits 0 and shows both certificate modes and examples", async (t) => {
+  const c = io();
+  t.equal(await main(["manager", "--help"], c.io), 0);
+  t.match(c.out(), /Usage: shardcar manager --image IMAGE/);
+  t.match(c.out(), /cert-manager/);
+  t.match(c.out(), /Examples:\n {2}shardcar manager --image/);
+});
+
+t.test("manager is listed in shardcar --help", async (t) => {
+  const c = io();
+  t.equal(await main(["--help"], c.io), 0);
+  t.match(c.out(), /\n {2}manager\s+serve the injection webhook/);
+});
+
+const bad: Array<[string, string[], RegExp]> = [
+  ["no --image", [], /--image is required/],
+  ["unknown flag", ["--image", "x", "--imgae", "y"], /--imgae/],
+  ["bad --cert-mode", ["--image", "x", "--cert-mode", "vault"], /invalid --cert-mode "vault": expected self or cert-manager/],
+  ["bad --webhook-listen", ["--image", "x", "--webhook-listen", "9443"], /invalid --webhook-listen "9443"/],
+  ["bad --proxy-port", ["--image", "x", "--proxy-port", "70000"], /invalid --proxy-port "70000"/],
+  ["equal ports", ["--image", "x", "--proxy-port", "9464"], /--admin-port 9464 must differ from --proxy-port/],
+  ["bad --image-pull-policy", ["--image", "x", "--image-pull-policy", "always"], /invalid --image-pull-policy "always"/],
+  ["bad --namespace", ["--image", "x", "--namespace", "Shardcar"], /invalid --namespace "Shardcar"/],
+  ["too short --cert-resync", ["--image", "x", "--cert-resync", "10ms"], /invalid --cert-resync "10ms": at least 1s/],
+];
+for (const [name, argv, message] of bad) {
+  t.test(`${name}: exits 2 with a message naming the flag`, async (t) => {
+    const c = io();
+    t.equal(await main(["manager", ...argv], c.io), 2);
+    t.match(c.err(), message);
+  });
+}
+
+t.test("cert-manager mode: starts from the mounted certificate, admits a pod over HTTPS, and stops on the signal", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "shardcar-manager-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const certs = await issueWebhookCertificates(undefined, [...webhookDnsNames("shardcar-webhook", "shardcar-system"), "localhost"], new Date());
+  await writeFile(join(dir, "tls.crt"), certs["tls.crt"]);
+  await writeFile(join(dir, "tls.key"), certs["tls.key"]);
+
+  const ac = new AbortController();
+  const c = io(ac.signal);
+  const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--log-level", "warn"], c.io);
+  const deadline = Date.now() + 5000;
+  let port: number | undefined;
+  while (port === undefined && Date.now() < deadline) {
+    const m = /serving the webhook on https:\/\/127\.0\.0\.1:(\d+)/.exec(c.out());
+    if (m) port = Number(m[1]);
+    else await new Promise((r) => setTimeout(r, 10));
+  }
+  if (port === undefined) {
+    t.fail(`manager did not start: ${c.out()} ${c.err()}`);
+    ac.abort();
+    return;
+  }
+  const pod = JSON.parse(readFileSync(fileURLToPath(new URL("./testdata/inject/kube-state-metrics.pod.json", import.meta.url)), "utf8")) as unknown;
+  const body = JSON.stringify(reviewFor(pod, { uid: "manager-e2e" }));
+  const answer = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, servername: "shardcar-webhook.shardcar-system.svc", method: "POST", path: "/mutate-pods", headers: { "content-type": "application/json" }, ca: certs["ca.crt"], agent: false },
+      (res) => {
+        let s = "";
+        res.on("data", (d: Buffer) => (s += d.toString()));
+        res.on("end", () => resolve(s));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+  const review = JSON.parse(answer) as { response: { uid: string; allowed: boolean; patchType?: string } };
+  t.equal(review.response.uid, "manager-e2e");
+  t.equal(review.response.allowed, true);
+  t.equal(review.response.patchType, "JSONPatch", "the pod was injected");
+  ac.abort();
+  t.equal(await exit, 0, "exits 0 on SIGTERM");
+});
