@@ -399,14 +399,24 @@ export class RingMember implements OwnershipSource {
 
   #applyRing(obj: RingObject | undefined): void {
     if (obj === undefined || this.#stop.signal.aborted) return; // no ring (yet, or any more): keep what we hold
-    const spec = decodeSpec(obj.spec);
-    if (!spec.ok) return this.#refuse(spec.message);
-    if (this.#slotCount !== undefined && spec.value.slotCount !== this.#slotCount) {
-      return this.#refuse(`spec.slots changed from ${this.#slotCount} to ${spec.value.slotCount}; slot counts are fixed for a member's life`);
+    // A member needs only the slot count from the spec, and the leader's
+    // status records the one its tables use; so a spec broken by hand (which
+    // the leader refuses) does not stop members from following the leader.
+    const st: unknown = obj.status;
+    const recorded = typeof st === "object" && st !== null && "slotCount" in st ? st.slotCount : undefined;
+    let slotCount: number;
+    if (typeof recorded === "number") slotCount = recorded;
+    else {
+      const spec = decodeSpec(obj.spec);
+      if (!spec.ok) return this.#refuse(spec.message);
+      slotCount = spec.value.slotCount;
     }
-    const tables = decodeTables(obj.status, spec.value.slotCount);
+    if (this.#slotCount !== undefined && slotCount !== this.#slotCount) {
+      return this.#refuse(`slot count changed from ${this.#slotCount} to ${slotCount}; slot counts are fixed for a member's life`);
+    }
+    const tables = decodeTables(obj.status, slotCount);
     if (!tables.ok) return this.#refuse(`${tables.reason}: ${tables.message}`);
-    this.#slotCount = spec.value.slotCount;
+    this.#slotCount = slotCount;
     if (tables.value !== undefined) this.#tables = tables.value;
     this.#republish();
   }

@@ -18,11 +18,12 @@ import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { silentLogger, createLogger } from "../../src/log.ts";
 import type { Ownership } from "../../src/proxy/ownership.ts";
-import { complement, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
+import { complement, equal, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
+import { slotsToRanges } from "../../src/shard/table.ts";
 import { runCoordinator, type CoordinatorOptions } from "../../src/ring/coordinator.ts";
 import { RingMember, type RingMemberOptions } from "../../src/ring/member.ts";
 import { RING_GROUP, RING_KIND, RING_VERSION } from "../../src/ring/names.ts";
-import type { ShardRingStatusJson } from "../../src/ring/table.ts";
+import { parseSlots, type ShardRingStatusJson } from "../../src/ring/table.ts";
 
 export const SHARDRING_REF = { group: RING_GROUP, version: RING_VERSION, resource: "shardrings" } as const;
 export const LEASE_REF = { group: "coordination.k8s.io", version: "v1", resource: "leases" } as const;
@@ -247,8 +248,15 @@ export class RingEnv {
         if (st?.committed === undefined || st.pending !== undefined) return false;
         const got = st.committed.members.map((m) => m.name).sort().join(",");
         if (got !== want) return false;
-        const gen = st.committed.generation;
-        return this.live().every((m) => m.member.current().generation === gen && m.proxy.delivering().length === m.member.current().ranges.length && size(m.proxy.cache) === size(m.member.current().ranges));
+        const committed = st.committed;
+        const slotCount = st.slotCount ?? 256;
+        return this.live().every((m) => {
+          const cur = m.member.current();
+          const entry = committed.members.find((x) => x.name === m.name);
+          const slots = entry === undefined ? { ok: true as const, value: [] } : parseSlots(entry.slots, slotCount);
+          // Exactly its committed slots (not still widened), and relisted.
+          return slots.ok && cur.generation === committed.generation && equal(cur.ranges, slotsToRanges(slots.value, slotCount)) && equal(m.proxy.cache, cur.ranges);
+        });
       },
       timeoutMs,
     );
