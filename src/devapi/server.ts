@@ -364,6 +364,7 @@ export class DevApiHandler {
     if (r.name !== undefined) sel.fields = [...sel.fields, { field: "metadata.name", op: "=", value: r.name }];
     if (!watchFiltered(gate, sel.labels.length > 0 || sel.fields.length > 0)) sel.shard = undefined;
     const passes = (o: StoredObject): boolean => sel.matches(o);
+    const restamp = (o: StoredObject, rv: number): StoredObject => state.restamp(o, rv);
 
     // Where the stream starts (cacher.Watch): sendInitialEvents=true, or the
     // legacy unset/"0" resourceVersion, sends the current state first.
@@ -410,13 +411,13 @@ export class DevApiHandler {
         throw e;
       }
       for (const e of replay) {
-        const v = viewEvent(e, passes);
+        const v = viewEvent(e, passes, restamp);
         if (v) session.event(v.type, v.object);
       }
     }
     const listener: StoreListener = (e) => {
       if (e.rv <= fromRv) return;
-      const v = viewEvent(e, passes);
+      const v = viewEvent(e, passes, restamp);
       if (v) session.event(v.type, v.object);
     };
     state.listeners.add(listener);

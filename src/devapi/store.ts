@@ -151,6 +151,12 @@ export class ResourceState {
     return { group: this.def.group, resource: this.def.resource };
   }
 
+  /** `obj` as it would read at resourceVersion `rv` (for a DELETED sent to a watcher it left). */
+  restamp(obj: StoredObject, rv: number): StoredObject {
+    const meta = { ...(obj.object.metadata ?? {}), resourceVersion: String(rv) };
+    return new StoredObject(this.def, { ...obj.object, metadata: this.def.encoding === "unstructured" ? meta : orderedMeta(meta) });
+  }
+
   put(obj: StoredObject): void {
     if (!this.objects.has(obj.key)) this.keys.splice(lowerBound(this.keys, obj.key), 0, obj.key);
     this.objects.set(obj.key, obj);

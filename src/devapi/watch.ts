@@ -19,13 +19,18 @@ export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
  * ADDED, one leaving it is DELETED (with its previous state), and events that
  * neither start nor end inside the selection are not sent.
  */
-export function viewEvent(e: StoreEvent, passes: (o: StoredObject) => boolean): { type: WatchEventType; object: StoredObject } | undefined {
+export function viewEvent(
+  e: StoreEvent,
+  passes: (o: StoredObject) => boolean,
+  restamp: (o: StoredObject, rv: number) => StoredObject,
+): { type: WatchEventType; object: StoredObject } | undefined {
   if (e.type === "DELETED") return e.prev !== null && passes(e.prev) ? { type: "DELETED", object: e.object } : undefined;
   const cur = passes(e.object);
   const old = e.prev !== null && passes(e.prev);
   if (cur && old) return { type: "MODIFIED", object: e.object };
   if (cur) return { type: "ADDED", object: e.object };
-  if (old) return { type: "DELETED", object: e.object };
+  // Leaving the selection: the last state that matched, at this event's resourceVersion.
+  if (old && e.prev !== null) return { type: "DELETED", object: restamp(e.prev, e.rv) };
   return undefined;
 }
 
@@ -70,6 +75,7 @@ export class WatchSession {
   private blocked = false;
   private closed = false;
   private sentColumns = false;
+  private preTimeoutScheduled = false;
   private bookmarkTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
 
@@ -129,14 +135,19 @@ export class WatchSession {
   }
 
   private scheduleBookmark(): void {
-    // Like cacheWatcher.nextBookmarkTime: every interval, but also shortly
+    // Like cacheWatcher.nextBookmarkTime: every interval, and once shortly
     // before the deadline so the client leaves with a fresh resourceVersion.
     const now = this.opts.now();
     let at = now + this.opts.bookmarkIntervalMs;
-    if (this.opts.deadline !== undefined) {
+    let preTimeout = false;
+    if (this.opts.deadline !== undefined && !this.preTimeoutScheduled) {
       const pre = this.opts.deadline - 2000;
-      if (pre > now && pre < at) at = pre;
+      if (pre > now && pre < at) {
+        at = pre;
+        preTimeout = true;
+      }
     }
+    this.preTimeoutScheduled ||= preTimeout;
     this.bookmarkTimer = setTimeout(() => {
       if (this.closed) return;
       this.bookmark(false);
