@@ -80,6 +80,8 @@ interface ShardedState {
 interface OpenWatch {
   readonly resource: string;
   readonly generation: number;
+  /** The filter's live tallies, folded into {@link ShardProxy.stats} while open. */
+  readonly live: WatchFilterStats;
   terminate(message: string): void;
 }
 
@@ -133,9 +135,20 @@ export class ShardProxy {
     this.#unsubscribe = opts.ownership.subscribe((next, prev) => this.#onOwnership(next, prev));
   }
 
-  /** Per-resource tallies since start. */
+  /** Per-resource tallies since start, including watches still open. A snapshot. */
   stats(): ReadonlyMap<string, Readonly<ResourceStats>> {
-    return this.#stats;
+    const out = new Map<string, ResourceStats>();
+    for (const [id, s] of this.#stats) out.set(id, { ...s });
+    for (const w of this.#watches) {
+      const s = out.get(w.resource);
+      if (s === undefined) continue;
+      s.upstreamBytes += w.live.bytesIn;
+      s.clientBytes += w.live.bytesOut;
+      s.eventsPassed += w.live.passed;
+      s.eventsDropped += w.live.dropped;
+      s.syntheticBookmarks += w.live.syntheticBookmarks;
+    }
+    return out;
   }
 
   /** Node `request` handler. */
@@ -373,6 +386,7 @@ export class ShardProxy {
     const watch: OpenWatch = {
       resource: id,
       generation: st.generation,
+      live: filter.stats,
       terminate: (message) => {
         if (finished) return;
         filter.unpipe(res);

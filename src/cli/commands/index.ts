@@ -1,5 +1,6 @@
 import type { Command } from "../command.ts";
 import { devapiCommand } from "./devapi.ts";
+import { demoCommand } from "./demo.ts";
 import { hashCommand } from "./hash.ts";
 import { managerCommand } from "./manager.ts";
 import { proxyCommand } from "./proxy.ts";
@@ -8,6 +9,7 @@ import { rangesCommand } from "./ranges.ts";
 /** Every subcommand, in the order `shardcar --help` lists them. Add one line per command. */
 export const COMMANDS: readonly Command[] = [
   proxyCommand,
+  demoCommand,
   hashCommand,
   rangesCommand,
   managerCommand,
