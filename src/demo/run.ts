@@ -77,7 +77,6 @@ class Demo {
   readonly ranges: Range[][];
   replicas: Replica[] = [];
   readonly #opts: DemoOptions;
-  #lastBytes = new Map<string, { down: number; up: number }>();
 
   constructor(api: DevApi, opts: DemoOptions) {
     this.api = api;
@@ -96,7 +95,6 @@ class Demo {
 
   async restartReplicas(): Promise<void> {
     await Promise.all(this.replicas.map((r) => r.stop()));
-    this.#lastBytes = new Map();
     await this.startReplicas();
   }
 
