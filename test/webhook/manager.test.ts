@@ -29,9 +29,9 @@ function io(signal = new AbortController().signal) {
 t.test("--help exits 0 and shows both certificate modes and examples", async (t) => {
   const c = io();
   t.equal(await main(["manager", "--help"], c.io), 0);
-  t.match(c.out(), /Usage: shardcar manager --image IMAGE/);
+  t.match(c.out(), /Usage: shardcar manager \[flags\]/);
   t.match(c.out(), /cert-manager/);
-  t.match(c.out(), /Examples:\n {2}shardcar manager --image/);
+  t.match(c.out(), /Examples:\n {2}shardcar manager\n/);
 });
 
 t.test("manager is listed in shardcar --help", async (t) => {
@@ -41,7 +41,7 @@ t.test("manager is listed in shardcar --help", async (t) => {
 });
 
 const bad: Array<[string, string[], RegExp]> = [
-  ["no --image", [], /--image is required/],
+  ["no --image outside a pod", [], /--image is required outside a pod/],
   ["unknown flag", ["--image", "x", "--imgae", "y"], /--imgae/],
   ["bad --cert-mode", ["--image", "x", "--cert-mode", "vault"], /invalid --cert-mode "vault": expected self or cert-manager/],
   ["bad --webhook-listen", ["--image", "x", "--webhook-listen", "9443"], /invalid --webhook-listen "9443"/],

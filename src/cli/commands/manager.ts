@@ -1,6 +1,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
+import { readOwnImage } from "../../webhook/own-image.ts";
 import {
   FileCertificates,
   SelfManagedCertificates,
@@ -22,7 +23,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export const managerCommand: Command = {
   name: "manager",
   summary: "serve the injection webhook (and, later, coordinate rings) in shardcar-system",
-  usage: `Usage: shardcar manager --image IMAGE [flags]
+  usage: `Usage: shardcar manager [flags]
 
 Serves the mutating admission webhook that injects the shardcar sidecar into
 pods labelled or annotated shardcar.io/inject: "true", over HTTPS
@@ -36,7 +37,9 @@ Webhook certificates come from one of two places:
                 CA injector fills caBundle; the manager only reads the files
 
 Flags:
-  --image IMAGE             the shardcar image to inject as the sidecar (required)
+  --image IMAGE             the shardcar image to inject as the sidecar (default:
+                            the image of this pod's "manager" container, read
+                            through the API using $POD_NAME and $POD_NAMESPACE)
   --image-pull-policy P     Always, IfNotPresent (default) or Never
   --webhook-listen H:P      HTTPS listener (default 0.0.0.0:9443)
   --cert-mode MODE          self (default) or cert-manager
@@ -52,6 +55,7 @@ Flags:
   --log-level LEVEL         pino level (default info)
 
 Examples:
+  shardcar manager
   shardcar manager --image ghcr.io/shardcar/shardcar:0.1.0
   shardcar manager --image ghcr.io/shardcar/shardcar:0.1.0 --cert-mode cert-manager \\
       --cert-dir /var/run/shardcar/webhook-certs --namespace shardcar-system
@@ -76,8 +80,12 @@ Examples:
       io.stdout.write(this.usage);
       return 0;
     }
-    const image = values.image;
-    if (image === undefined || image.trim() === "") throw new UsageError("--image", "--image is required: the shardcar image to inject, e.g. --image ghcr.io/shardcar/shardcar:0.1.0");
+    if (values.image !== undefined && values.image.trim() === "") throw new UsageError("--image", "--image must not be empty");
+    const podName = io.env["POD_NAME"];
+    const podNamespace = io.env["POD_NAMESPACE"];
+    if (values.image === undefined && (podName === undefined || podNamespace === undefined)) {
+      throw new UsageError("--image", "--image is required outside a pod ($POD_NAME and $POD_NAMESPACE are unset), e.g. --image ghcr.io/shardcar/shardcar:0.1.0");
+    }
     const pullPolicy = values["image-pull-policy"] ?? "IfNotPresent";
     if (pullPolicy !== "Always" && pullPolicy !== "IfNotPresent" && pullPolicy !== "Never") {
       throw new UsageError("--image-pull-policy", `invalid --image-pull-policy ${JSON.stringify(pullPolicy)}: expected Always, IfNotPresent or Never`);
@@ -103,6 +111,17 @@ Examples:
     if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager", destination: io.stdout });
+    // In a pod: the manager's own service account; elsewhere, $KUBECONFIG.
+    // Loaded lazily: cert-manager mode with --image talks to no apiserver.
+    let kubeConfig: KubeConfig | undefined;
+    const kc = (): KubeConfig => {
+      if (kubeConfig === undefined) {
+        kubeConfig = new KubeConfig();
+        kubeConfig.loadFromDefault();
+      }
+      return kubeConfig;
+    };
+    const image = values.image ?? (await readOwnImage(kc(), podNamespace ?? "", podName ?? "", "manager"));
     const config: InjectorConfig = {
       ...defaultInjectorConfig(image),
       imagePullPolicy: pullPolicy,
@@ -113,12 +132,9 @@ Examples:
 
     let source: CertificateSource;
     if (certMode === "self") {
-      // In a pod: the manager's own service account; elsewhere, $KUBECONFIG.
-      const kc = new KubeConfig();
-      kc.loadFromDefault();
       source = new SelfManagedCertificates({
-        secrets: kubeSecretStore(kc, namespace, names["--secret"] ?? ""),
-        webhookConfig: kubeWebhookConfigStore(kc, names["--webhook-config"] ?? ""),
+        secrets: kubeSecretStore(kc(), namespace, names["--secret"] ?? ""),
+        webhookConfig: kubeWebhookConfigStore(kc(), names["--webhook-config"] ?? ""),
         dnsNames: webhookDnsNames(names["--service"] ?? "", namespace),
         logger,
       });
