@@ -347,6 +347,8 @@ class ListFilterEngine implements ScanSink {
     this.markPos = pos + 1;
   }
 
+  lineEnd(): void {}
+
   private leaveMeta(end: number): void {
     this.metaOpen = false;
     this.switchMode(HOLD, end);

@@ -45,6 +45,8 @@ export interface ScanSink {
   string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void;
   /** A comma directly inside a container whose node asked for commas. */
   comma(id: number, pos: number): void;
+  /** A newline between top-level values at `pos` (multi mode only): a watch event's line is complete. */
+  lineEnd(pos: number): void;
 }
 
 /** What to track, as a nested literal; compiled once with {@link compilePaths}. */
@@ -152,6 +154,7 @@ const A_NUMBER_END = 41; // the byte is not part of the number: end it, read the
 const A_LITERAL_END = 42; // the last letter of a literal
 const A_COMMA = 43; // a comma the sink asked to see
 const A_NEXT = 44; // a value after the top-level value: the next one (multi) or an error
+const A_LINE_END = 45; // a newline after a top-level value (reported in multi mode)
 
 const TABLE = new Uint8Array(STATES * 256).fill(A_ERROR);
 {
@@ -180,6 +183,7 @@ const TABLE = new Uint8Array(STATES * 256).fill(A_ERROR);
   set(S_AFTER_ARR_COMMAS, ",", A_COMMA);
   set(S_AFTER_ARR_COMMAS, "]", A_CLOSE_ARR);
   set(S_DONE, '{["-tfn' + DIGITS, A_NEXT);
+  set(S_DONE, "\n", A_LINE_END);
   // Where a number may end, any byte it cannot take ends it; that byte is then
   // read again in the after-value state, which refuses `1a`, `01` or `1 2`.
   for (const st of [S_NUM_ZERO, S_NUM_INT, S_NUM_FRAC, S_NUM_EXP_DIGITS]) TABLE.fill(A_NUMBER_END, st << 8, (st + 1) << 8);
@@ -650,6 +654,19 @@ export class JsonScanner {
             this.td = td;
             this.state = state;
             sink.comma((this.trackNode[depth] as PathNode).id, base + i - 1);
+            td = this.td;
+            if (this.stopped) return i;
+          }
+          continue;
+        }
+
+        case A_LINE_END: {
+          i++;
+          if (this.multi) {
+            this.depth = depth;
+            this.td = td;
+            this.state = state;
+            sink.lineEnd(base + i - 1);
             td = this.td;
             if (this.stopped) return i;
           }

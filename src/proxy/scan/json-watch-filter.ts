@@ -242,6 +242,15 @@ class WatchFilterEngine implements ScanSink {
   private held: Buffer[] = [];
   private heldBytes = 0;
 
+  // Judged events wait until their line ends (a newline, or a clean end of
+  // input): anything unreadable later on the same line retracts the whole
+  // line, so no line that fails to parse is ever passed, even in part.
+  private lineOpen = false;
+  private linePassed = false;
+  private lineOut: Buffer[] = [];
+  private lineInitialEnd = false;
+  private lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
+
   /** The first Table event's column definitions, while no event carrying them has passed. */
   private pendingColumns: Buffer | undefined;
   private columnsDelivered = false;
@@ -289,9 +298,9 @@ class WatchFilterEngine implements ScanSink {
       this.terminate(`the upstream watch stream ended inside an event (after ${this.stats.bytesIn} bytes)`);
       return this.take();
     }
+    if (this.lineOpen) this.release(this.stats.bytesIn);
     const due = this.pacer.flush(this.now());
-    if (due !== undefined) this.bookmark(due);
-    // Trailing whitespace, if any, was routed by mode already.
+    if (due !== undefined) this.bookmark(due, this.out);
     return this.take();
   }
 
@@ -322,6 +331,14 @@ class WatchFilterEngine implements ScanSink {
   }
 
   private terminate(reason: string): void {
+    if (this.lineOpen) {
+      // The open line did not parse after all: retract all of it.
+      this.stats.passed -= this.lineCounts.passed;
+      this.stats.dropped -= this.lineCounts.dropped;
+      this.stats.syntheticBookmarks -= this.lineCounts.synthetic;
+      this.lineOut = [];
+      this.lineOpen = false;
+    }
     this.out.push(errorEvent(reason));
     this.stats.errors++;
     this.terminated = true;
@@ -330,9 +347,24 @@ class WatchFilterEngine implements ScanSink {
     this.scanner.stop();
   }
 
-  private bookmark(obj: DroppedObject): void {
-    this.out.push(bookmarkEvent(obj));
+  private bookmark(obj: DroppedObject, into: Buffer[]): void {
+    into.push(bookmarkEvent(obj));
     this.stats.syntheticBookmarks++;
+  }
+
+  /** The open line ended at `pos` (exclusive): its events' output, and the trailing whitespace of a passed last event, go out. */
+  private release(pos: number): void {
+    this.switchMode(this.linePassed ? EMIT : SKIP, pos);
+    for (const b of this.lineOut) this.out.push(b);
+    for (const b of this.held) this.out.push(b);
+    this.lineOut = [];
+    this.held = [];
+    this.heldBytes = 0;
+    this.lineOpen = false;
+    if (this.lineInitialEnd) {
+      this.lineInitialEnd = false;
+      this.initialEventsEnded = true;
+    }
   }
 
   // -- ScanSink --------------------------------------------------------------
@@ -341,7 +373,8 @@ class WatchFilterEngine implements ScanSink {
     const ev = this.ev;
     switch (id) {
       case EVENT:
-        // Whitespace before the event went out (after a passed event) or not (after a dropped one).
+        // Whitespace before the event went out or not, per the previous event;
+        // on the same line as an event still open it joins that line's output.
         this.switchMode(HOLD, pos);
         ev.reset(pos, kind);
         return;
@@ -409,6 +442,10 @@ class WatchFilterEngine implements ScanSink {
 
   comma(): void {}
 
+  lineEnd(pos: number): void {
+    if (this.lineOpen) this.release(pos + 1);
+  }
+
   private match(buf: Uint8Array, start: number, end: number, escaped: boolean): number {
     const hit = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
     return hit ? IN_RANGE : OUT_OF_RANGE;
@@ -419,45 +456,52 @@ class WatchFilterEngine implements ScanSink {
     this.switchMode(HOLD, end);
     this.stats.events++;
     const verdict = judge(ev, this.key, this.emptyInRange);
+    if (verdict.action === "fail") {
+      this.terminate(verdict.reason);
+      return;
+    }
     const rv = ev.isTable ? (ev.rv ?? ev.rowRv) : ev.rv;
     const held = this.held;
     this.held = [];
     this.heldBytes = 0;
-    switch (verdict.action) {
-      case "fail":
-        this.terminate(verdict.reason);
-        break;
-      case "pass": {
-        const mutation = ev.type !== "BOOKMARK" && ev.type !== "ERROR";
-        if (mutation && ev.isTable) this.passTable(held);
-        else for (const b of held) this.out.push(b);
-        this.stats.passed++;
-        const initialEnd = ev.type === "BOOKMARK" && ev.initialEnd;
-        if (initialEnd && !this.pacer.initialEventsDone) this.initialEventsEnded = true;
-        // An upstream ERROR carries a Status, not the watched object: no RV to learn.
-        this.pacer.passed(ev.type === "ERROR" ? undefined : rv, initialEnd);
-        // The newline after a passed event goes out with it.
-        this.mode = EMIT;
-        break;
+    if (!this.lineOpen) {
+      this.lineOpen = true;
+      this.lineOut = [];
+      this.lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
+      this.lineInitialEnd = false;
+    }
+    if (verdict.action === "pass") {
+      const mutation = ev.type !== "BOOKMARK" && ev.type !== "ERROR";
+      if (mutation && ev.isTable) this.passTable(held, this.lineOut);
+      else for (const b of held) this.lineOut.push(b);
+      this.stats.passed++;
+      this.lineCounts.passed++;
+      const initialEnd = ev.type === "BOOKMARK" && ev.initialEnd;
+      if (initialEnd && !this.pacer.initialEventsDone) this.lineInitialEnd = true;
+      // An upstream ERROR carries a Status, not the watched object: no RV to learn.
+      this.pacer.passed(ev.type === "ERROR" ? undefined : rv, initialEnd);
+      this.linePassed = true;
+      // The whitespace after a passed event (its newline) goes out with it.
+      this.mode = HOLD;
+    } else {
+      this.stats.dropped++;
+      if (ev.isTable && ev.columnsKind === KIND_ARRAY && !this.columnsDelivered && this.pendingColumns === undefined) {
+        // Copied: the held chunks must not stay pinned for the life of the watch.
+        this.pendingColumns = Buffer.from(Buffer.concat(held).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
       }
-      case "drop": {
-        this.stats.dropped++;
-        if (ev.isTable && ev.columnsKind === KIND_ARRAY && !this.columnsDelivered && this.pendingColumns === undefined) {
-          // Copied: the held chunks must not stay pinned for the life of the watch.
-          this.pendingColumns = Buffer.from(Buffer.concat(held).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
-        }
-        this.mode = SKIP;
-        const dropped = rv !== undefined && ev.kind !== undefined && ev.apiVersion !== undefined ? { resourceVersion: rv, kind: ev.kind, apiVersion: ev.apiVersion } : undefined;
-        const due = this.pacer.dropped(dropped, this.now());
-        if (due !== undefined) this.bookmark(due);
-        break;
-      }
+      const dropped = rv !== undefined && ev.kind !== undefined && ev.apiVersion !== undefined ? { resourceVersion: rv, kind: ev.kind, apiVersion: ev.apiVersion } : undefined;
+      const due = this.pacer.dropped(dropped, this.now());
+      if (due !== undefined) this.bookmark(due, this.lineOut);
+      this.lineCounts.dropped++;
+      if (due !== undefined) this.lineCounts.synthetic++;
+      this.linePassed = false;
+      this.mode = SKIP;
     }
     ev.start = -1;
   }
 
   /** Passes a Table event, moving the first event's column definitions into it if they were dropped. */
-  private passTable(held: Buffer[]): void {
+  private passTable(held: Buffer[], into: Buffer[]): void {
     const ev = this.ev;
     if (ev.columnsKind === KIND_ARRAY) {
       this.columnsDelivered = true;
@@ -465,7 +509,7 @@ class WatchFilterEngine implements ScanSink {
     }
     const cols = this.pendingColumns;
     if (cols === undefined || this.columnsDelivered) {
-      for (const b of held) this.out.push(b);
+      for (const b of held) into.push(b);
       return;
     }
     const buf = Buffer.concat(held);
@@ -480,7 +524,7 @@ class WatchFilterEngine implements ScanSink {
       const at = ev.objectStart - ev.start + 1;
       spliced = Buffer.concat([buf.subarray(0, at), Buffer.from('"columnDefinitions":'), cols, Buffer.from(","), buf.subarray(at)]);
     }
-    this.out.push(spliced);
+    into.push(spliced);
     this.columnsDelivered = true;
     this.pendingColumns = undefined;
   }
