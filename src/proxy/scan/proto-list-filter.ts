@@ -10,8 +10,9 @@
  *
  * - Fast path: when the list's first field is a ListMeta whose
  *   `shardInfo.selector` equals the selector sent, the body is passed on byte
- *   for byte. The filter still walks item headers (not their contents), to
- *   count items and to notice a truncated body.
+ *   for byte. Nothing after the ListMeta is read; the filter only counts down
+ *   Unknown.raw's length, to notice a body cut short. `items`, `kept` and
+ *   `dropped` stay 0.
  * - Filter path: each item is hashed and kept or dropped. Kept items are
  *   copied into an output buffer; the envelope is written last, when
  *   Unknown.raw's new length is known, so nothing leaves before the whole
@@ -88,6 +89,8 @@ const LEN = 2;
 const VARINT = 3;
 const FIXED = 4;
 const BODY = 5;
+/** Fast path: the rest of Unknown.raw passes unread; only its length is counted down. */
+const PASS = 6;
 
 // Where a field's value goes.
 const SKIP = 0;
@@ -202,6 +205,14 @@ class ProtoListFilter extends Transform {
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.stats.bytesIn += chunk.length;
+    if (this.phase === PASS && chunk.length < this.rawLeft) {
+      // The fast path's steady state: a chunk wholly inside Unknown.raw.
+      this.rawLeft -= chunk.length;
+      this.offset += chunk.length;
+      this.send(chunk);
+      callback();
+      return;
+    }
     try {
       this.parse(chunk);
     } catch (err) {
@@ -276,7 +287,9 @@ class ProtoListFilter extends Transform {
 
   private fieldDone(): void {
     this.phase = TAG;
-    if (this.level === LIST && this.rawLeft === 0) this.level = ENV;
+    if (this.level !== LIST) return;
+    if (this.rawLeft === 0) this.level = ENV;
+    else if (this.mode === "fast") this.phase = PASS;
   }
 
   private parse(c: Buffer): void {
@@ -339,6 +352,18 @@ class ProtoListFilter extends Transform {
           i += take;
           this.left -= take;
           if (this.left === 0) this.onValue(base + i);
+          break;
+        }
+        case PASS: {
+          // Counting down to the end of Unknown.raw is all the fast path
+          // does, so a body cut short still fails instead of ending cleanly.
+          const take = Math.min(this.rawLeft, n - i);
+          this.rawLeft -= take;
+          i += take;
+          if (this.rawLeft === 0) {
+            this.level = ENV;
+            this.phase = TAG;
+          }
           break;
         }
         default:
@@ -457,11 +482,6 @@ class ProtoListFilter extends Transform {
     }
     this.stats.items++;
     if (this.mode === "undecided") this.mode = "filter";
-    if (this.mode === "fast") {
-      this.stats.kept++;
-      if (len === 0) this.fieldDone();
-      return i;
-    }
     if (c.length - i >= len) {
       // The common case: the whole item is in this chunk. Hash it in place.
       this.consume(len, base + i);

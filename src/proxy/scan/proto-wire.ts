@@ -74,36 +74,60 @@ export class WireReader {
 
   /** Moves to the next field. Returns false at the end; throws {@link ScanError} on malformed input. */
   next(): boolean {
-    if (this.pos >= this.end) return false;
-    this.fieldStart = this.pos;
-    const tag = this.varint();
-    const field = Math.floor(tag / 8);
+    const buf = this.buf;
+    const end = this.end;
+    let pos = this.pos;
+    if (pos >= end) return false;
+    this.fieldStart = pos;
+    // Hot path: Kubernetes messages use field numbers below 16, so the tag is
+    // one byte, and most lengths fit in one or two. Longer varints take the
+    // general (floating-point) route.
+    let tag = buf[pos] as number;
+    if (tag < 0x80) {
+      pos++;
+    } else {
+      tag = this.varint();
+      pos = this.pos;
+    }
     const wire = tag % 8;
+    const field = (tag - wire) / 8;
     if (field === 0) throw syntax("protobuf field number 0", this.base + this.fieldStart, this.depth);
     this.field = field;
     this.wire = wire;
+    if (wire === WIRE_LEN) {
+      let len: number;
+      const b0 = pos < end ? (buf[pos] as number) : 0x80;
+      const b1 = pos + 1 < end ? (buf[pos + 1] as number) : 0x80;
+      if (b0 < 0x80) {
+        len = b0;
+        pos += 1;
+      } else if (b1 < 0x80) {
+        len = (b0 & 0x7f) | (b1 << 7);
+        pos += 2;
+      } else {
+        this.pos = pos;
+        len = this.varint();
+        pos = this.pos;
+      }
+      if (len > end - pos) {
+        throw syntax(`length-delimited field ${field} of ${len} bytes overruns its message`, this.base + this.fieldStart, this.depth);
+      }
+      this.valueStart = pos;
+      this.pos = this.valueEnd = pos + len;
+      return true;
+    }
+    this.pos = pos;
     switch (wire) {
       case WIRE_VARINT:
         this.value = this.varint();
         this.valueStart = this.valueEnd = this.pos;
         return true;
-      case WIRE_LEN: {
-        const len = this.varint();
-        if (len > this.end - this.pos) {
-          throw syntax(`length-delimited field ${field} of ${len} bytes overruns its message`, this.base + this.fieldStart, this.depth);
-        }
-        this.valueStart = this.pos;
-        this.pos += len;
-        this.valueEnd = this.pos;
-        return true;
-      }
       case WIRE_I64:
       case WIRE_I32: {
         const len = wire === WIRE_I64 ? 8 : 4;
-        if (len > this.end - this.pos) throw syntax(`fixed-width field ${field} overruns its message`, this.base + this.fieldStart, this.depth);
-        this.valueStart = this.pos;
-        this.pos += len;
-        this.valueEnd = this.pos;
+        if (len > end - pos) throw syntax(`fixed-width field ${field} overruns its message`, this.base + this.fieldStart, this.depth);
+        this.valueStart = pos;
+        this.pos = this.valueEnd = pos + len;
         return true;
       }
       default:

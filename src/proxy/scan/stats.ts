@@ -17,7 +17,7 @@ export interface ListFilterStats {
    * out of range was found. "no": items had to be dropped.
    */
   serverFiltered: "confirmed" | "inferred" | "no";
-  /** Items seen (on the fast path: counted, not hashed). */
+  /** Items seen; 0 on the fast path, where nothing after the list metadata is read. */
   items: number;
   kept: number;
   dropped: number;

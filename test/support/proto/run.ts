@@ -39,3 +39,25 @@ export function* chunksOf(body: Uint8Array, size: number): Generator<Uint8Array>
 export function splitAt(body: Uint8Array, at: number): Uint8Array[] {
   return [body.subarray(0, at), body.subarray(at)];
 }
+
+/**
+ * Writes `chunks` honouring backpressure and discards the output (a null
+ * sink, so benchmarks measure the filter and not the collection).
+ */
+export async function runToNull(filter: Transform, chunks: Iterable<Uint8Array>): Promise<{ bytesOut: number; error: Error | undefined }> {
+  let bytesOut = 0;
+  filter.on("data", (b: Buffer) => {
+    bytesOut += b.length;
+  });
+  const ended = new Promise<Error | undefined>((resolve) => {
+    filter.once("end", () => resolve(undefined));
+    filter.once("error", (e: Error) => resolve(e));
+  });
+  for (const c of chunks) {
+    if (filter.destroyed) break;
+    if (!filter.write(c)) await new Promise((r) => filter.once("drain", r));
+  }
+  if (!filter.destroyed) filter.end();
+  const error = await ended;
+  return { bytesOut, error };
+}
