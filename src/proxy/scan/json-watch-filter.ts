@@ -206,7 +206,7 @@ const HOLD = 1;
 const SKIP = 2;
 
 /** The ERROR event that ends a stream the filter cannot judge. */
-export function errorEvent(message: string): Buffer {
+function errorEvent(message: string): Buffer {
   const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `shardcar: ${message}`, reason: "InternalError", code: 500 };
   return Buffer.from(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
 }
