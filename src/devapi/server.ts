@@ -485,10 +485,12 @@ function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, 
   if (cont !== undefined) meta.continue = cont;
   if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount;
   const parts: Buffer[] = [];
-  const items = (each: (o: StoredObject) => Buffer): void => {
+  const items = (each: (o: StoredObject) => Buffer | readonly Buffer[]): void => {
     page.items.forEach((o, i) => {
       if (i > 0) parts.push(COMMA);
-      parts.push(each(o));
+      const b = each(o);
+      if (Buffer.isBuffer(b)) parts.push(b);
+      else parts.push(...b);
     });
   };
   if (format.kind === "table") {
@@ -511,7 +513,7 @@ function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, 
     if (page.remainingItemCount !== undefined) umeta.remainingItemCount = page.remainingItemCount;
     umeta.resourceVersion = String(rv);
     parts.push(Buffer.from(`{"apiVersion":${JSON.stringify(def.apiVersion)},"items":[`));
-    items((o) => o.item);
+    items((o) => o.full);
     parts.push(Buffer.from(`],"kind":${JSON.stringify(def.listKind)},"metadata":${goJson(umeta)}}`));
     return parts;
   }
@@ -519,7 +521,7 @@ function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, 
   if (sel.shard !== undefined) meta.shardInfo = { selector: sel.shard.canonical };
   parts.push(Buffer.from(`{"kind":${JSON.stringify(def.listKind)},"apiVersion":${JSON.stringify(def.apiVersion)},"metadata":${goJson(meta)},"items":[`));
   // The etcd path (resourceVersionMatch=Exact) decodes items with their type meta (recorded).
-  items((o) => (path === "etcd" ? o.full : o.item));
+  items((o) => (path === "etcd" ? o.full : o.itemParts()));
   parts.push(Buffer.from("]}"));
   return parts;
 }

@@ -40,6 +40,7 @@ export function resolveDef(def: ResourceDef): ResolvedDef {
   };
 }
 
+const OPEN_BRACE = Buffer.from("{");
 const hashScratch = new Uint32Array(2);
 function hashParts(value: string): readonly [number, number] {
   const b = Buffer.from(value, "utf8");
@@ -64,10 +65,13 @@ export class StoredObject {
   /** FNV-1a 64 of the uid / namespace as [high 32 bits, low 32 bits]. */
   readonly uidHash: readonly [number, number];
   readonly nsHash: readonly [number, number];
-  /** Bytes of the object as a list item (typed: no kind/apiVersion). */
-  readonly item: Buffer;
   /** Bytes of the whole object (GET, watch events, etcd-path list items). */
   readonly full: Buffer;
+  /**
+   * The object as a typed list item (no kind/apiVersion) is `{` followed by
+   * `full` from this offset: a view, so each version is held in memory once.
+   */
+  readonly itemOffset: number;
   private metaBytes: Buffer | undefined;
 
   constructor(def: ResolvedDef, object: KubeObject) {
@@ -83,16 +87,22 @@ export class StoredObject {
     this.nsHash = hashParts(this.namespace);
     if (def.encoding === "unstructured") {
       this.full = Buffer.from(goJson(object));
-      this.item = this.full;
+      this.itemOffset = 1;
     } else {
       // Typed list items carry no kind/apiVersion; the full form is the item
       // with the two fields spliced in front, so it is never re-encoded.
       const rest: Record<string, unknown> = { ...object };
       delete rest.kind;
       delete rest.apiVersion;
-      this.item = Buffer.from(goJson(rest));
-      this.full = Buffer.concat([Buffer.from(`{"kind":${JSON.stringify(def.kind)},"apiVersion":${JSON.stringify(def.apiVersion)},`), this.item.subarray(1)]);
+      const prefix = `{"kind":${JSON.stringify(def.kind)},"apiVersion":${JSON.stringify(def.apiVersion)},`;
+      this.full = Buffer.from(prefix + goJson(rest).slice(1));
+      this.itemOffset = Buffer.byteLength(prefix);
     }
+  }
+
+  /** The list-item bytes as two parts to write in order (no copy). */
+  itemParts(): [Buffer, Buffer] {
+    return [OPEN_BRACE, this.full.subarray(this.itemOffset)];
   }
 
   /** `metadata` as PartialObjectMetadata carries it (ObjectMeta field order), computed on first use. */
