@@ -110,7 +110,7 @@ class Election {
     this.#t = t;
     this.#clock = clock;
     this.#log = log;
-    this.#api = new LeaseApi(o.kubeConfig);
+    this.#api = new LeaseApi(o.kubeConfig, t.renewDeadlineMs);
     this.#name = o.electionLease ?? MANAGER_LEASE;
   }
 
@@ -237,7 +237,8 @@ class Rings {
       clock,
       log,
       metrics,
-      leases: new LeaseApi(o.kubeConfig),
+      // Fencing and listing Leases is not on a deadline of ours; bound it anyway.
+      leases: new LeaseApi(o.kubeConfig, 30_000),
       rings: new RingApi(o.kubeConfig),
       events: new EventSink(o.kubeConfig, "shardcar-manager", log),
       leaseObjects: new Map(),

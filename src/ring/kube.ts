@@ -6,7 +6,7 @@
  * Only `coordinator.ts` and `member.ts` use this file; the decision files
  * never see the API.
  */
-import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, V1MicroTime, Watch, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, V1MicroTime, Watch, type KubeConfig, Observable, type ConfigurationOptions, type V1Lease } from "@kubernetes/client-node";
 import { ShardcarError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "./clock.ts";
@@ -109,36 +109,66 @@ export function isFencedHolder(holder: string | undefined): boolean {
   return holder !== undefined && holder.startsWith(FENCED_PREFIX);
 }
 
-/** Lease calls; a 404 on read is `undefined`, every other failure throws (409 included, for the caller to retry). */
+/**
+ * Per-call options that abort a request after `ms`. The generated clients
+ * have no timeout of their own, and a renewal that hangs forever would stall
+ * the loop that must keep retrying it.
+ */
+function timeout(ms: number): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre: (ctx) => {
+          ctx.setSignal(AbortSignal.timeout(ms));
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: "append",
+  };
+}
+
+// Reads and writes of ShardRings and Events: generous, they are not on a
+// deadline, but they must not hang a ring's reconcile loop forever.
+const RING_CALL_TIMEOUT_MS = 30_000;
+
+/**
+ * Lease calls; a 404 on read is `undefined`, every other failure throws (409
+ * included, for the caller to retry). Every call is aborted after
+ * `timeoutMs`: a Lease call that outlives its renew deadline is useless.
+ */
 export class LeaseApi {
   readonly #api: CoordinationV1Api;
-  constructor(kc: KubeConfig) {
+  readonly #opts: ConfigurationOptions;
+  constructor(kc: KubeConfig, timeoutMs: number) {
     this.#api = kc.makeApiClient(CoordinationV1Api);
+    this.#opts = timeout(timeoutMs);
   }
   async get(namespace: string, name: string): Promise<V1Lease | undefined> {
     try {
-      return await this.#api.readNamespacedLease({ name, namespace });
+      return await this.#api.readNamespacedLease({ name, namespace }, this.#opts);
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
     }
   }
   create(namespace: string, body: V1Lease): Promise<V1Lease> {
-    return this.#api.createNamespacedLease({ namespace, body });
+    return this.#api.createNamespacedLease({ namespace, body }, this.#opts);
   }
   /** PUT with the body's `metadata.resourceVersion`: 409 when someone else wrote first. */
   replace(namespace: string, body: V1Lease): Promise<V1Lease> {
-    return this.#api.replaceNamespacedLease({ name: body.metadata?.name ?? "", namespace, body });
+    return this.#api.replaceNamespacedLease({ name: body.metadata?.name ?? "", namespace, body }, this.#opts);
   }
   async delete(namespace: string, name: string): Promise<void> {
     try {
-      await this.#api.deleteNamespacedLease({ name, namespace });
+      await this.#api.deleteNamespacedLease({ name, namespace }, this.#opts);
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
   }
   async list(namespace: string | undefined, labelSelector: string): Promise<{ items: V1Lease[]; resourceVersion: string }> {
-    const l = namespace === undefined ? await this.#api.listLeaseForAllNamespaces({ labelSelector }) : await this.#api.listNamespacedLease({ namespace, labelSelector });
+    const l = namespace === undefined ? await this.#api.listLeaseForAllNamespaces({ labelSelector }, this.#opts) : await this.#api.listNamespacedLease({ namespace, labelSelector }, this.#opts);
     return { items: l.items, resourceVersion: l.metadata?.resourceVersion ?? "" };
   }
   static path(namespace: string | undefined): string {
@@ -151,12 +181,13 @@ const RING = { group: RING_GROUP, version: RING_VERSION, plural: RING_PLURAL } a
 /** ShardRing calls. */
 export class RingApi {
   readonly #api: CustomObjectsApi;
+  readonly #opts = timeout(RING_CALL_TIMEOUT_MS);
   constructor(kc: KubeConfig) {
     this.#api = kc.makeApiClient(CustomObjectsApi);
   }
   async get(namespace: string, name: string): Promise<RingObject | undefined> {
     try {
-      return asRing(await this.#api.getNamespacedCustomObject({ ...RING, namespace, name }));
+      return asRing(await this.#api.getNamespacedCustomObject({ ...RING, namespace, name }, this.#opts));
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
@@ -164,17 +195,17 @@ export class RingApi {
   }
   async create(namespace: string, name: string, spec: Record<string, unknown>): Promise<RingObject> {
     const body = { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, metadata: { name, namespace }, spec };
-    return asRing(await this.#api.createNamespacedCustomObject({ ...RING, namespace, body }));
+    return asRing(await this.#api.createNamespacedCustomObject({ ...RING, namespace, body }, this.#opts));
   }
   /** PUT to `/status` with the body's resourceVersion: 409 when the object changed since it was read. */
   async replaceStatus(namespace: string, name: string, body: RingObject): Promise<RingObject> {
-    return asRing(await this.#api.replaceNamespacedCustomObjectStatus({ ...RING, namespace, name, body }));
+    return asRing(await this.#api.replaceNamespacedCustomObjectStatus({ ...RING, namespace, name, body }, this.#opts));
   }
   async list(namespace: string | undefined, fieldSelector?: string): Promise<{ items: RingObject[]; resourceVersion: string }> {
     const raw: unknown =
       namespace === undefined
-        ? await this.#api.listClusterCustomObject({ ...RING, ...(fieldSelector === undefined ? {} : { fieldSelector }) })
-        : await this.#api.listNamespacedCustomObject({ ...RING, namespace, ...(fieldSelector === undefined ? {} : { fieldSelector }) });
+        ? await this.#api.listClusterCustomObject({ ...RING, ...(fieldSelector === undefined ? {} : { fieldSelector }) }, this.#opts)
+        : await this.#api.listNamespacedCustomObject({ ...RING, namespace, ...(fieldSelector === undefined ? {} : { fieldSelector }) }, this.#opts);
     const list = isRecord(raw) ? raw : {};
     const items = Array.isArray(list["items"]) ? (list["items"] as unknown[]).map(asRing) : [];
     const meta = isRecord(list["metadata"]) ? list["metadata"] : {};
@@ -199,7 +230,8 @@ export class EventSink {
     const namespace = ring.metadata?.namespace ?? "default";
     const name = ring.metadata?.name ?? "";
     try {
-      await this.#api.createNamespacedEvent({
+      await this.#api.createNamespacedEvent(
+        {
         namespace,
         body: {
           metadata: { generateName: `${name}.`, namespace },
@@ -212,7 +244,9 @@ export class EventSink {
           lastTimestamp: new Date(now),
           count: 1,
         },
-      });
+        },
+        timeout(RING_CALL_TIMEOUT_MS),
+      );
     } catch (e) {
       this.#log.debug({ ring: `${namespace}/${name}`, reason, err: describe(e) }, "could not record event");
     }

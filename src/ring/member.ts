@@ -122,7 +122,7 @@ export class RingMember implements OwnershipSource {
     checkMemberTimings(this.#t);
     this.#clock = opts.clock ?? systemClock;
     this.#log = (opts.log ?? silentLogger()).child({ ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
-    this.#leases = new LeaseApi(opts.kubeConfig);
+    this.#leases = new LeaseApi(opts.kubeConfig, this.#t.renewDeadlineMs);
     this.#rings = new RingApi(opts.kubeConfig);
     this.#metrics = opts.registry === undefined ? undefined : memberMetrics(opts.registry);
     // The incarnation tells this process apart from an earlier one of the same

@@ -14,6 +14,7 @@
  * samples include every instant at which the answer could have changed.
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { silentLogger, createLogger } from "../../src/log.ts";
@@ -103,6 +104,8 @@ export interface Sample {
   readonly phase: string;
   readonly uncovered: number;
   readonly doubled: number;
+  /** Share of the keyspace two proxies deliver (reconcile) at once. */
+  readonly deliveredTwice: number;
   /** Taken by the 100 ms timer (the others at a cache or range change). */
   readonly periodic: boolean;
 }
@@ -228,12 +231,21 @@ export class RingEnv {
     return size(twice) === 0n ? 0 : ratio(twice);
   }
 
+  /** Share of the keyspace two live proxies deliver at once. */
+  deliveredTwice(): number {
+    const live = this.live();
+    let twice: Range[] = [];
+    for (let i = 0; i < live.length; i++)
+      for (let j = i + 1; j < live.length; j++) twice = union(twice, intersect(live[i]?.proxy.delivering() ?? [], live[j]?.proxy.delivering() ?? []));
+    return size(twice) === 0n ? 0 : ratio(twice);
+  }
+
   startSampling(everyMs = 100): void {
     this.#sampler = setInterval(() => this.sample(true), everyMs);
   }
 
   sample(periodic = false): Sample {
-    const s = { at: Date.now(), phase: this.phase, uncovered: this.uncovered(), doubled: this.doubled(), periodic };
+    const s = { at: Date.now(), phase: this.phase, uncovered: this.uncovered(), doubled: this.doubled(), deliveredTwice: this.deliveredTwice(), periodic };
     this.samples.push(s);
     return s;
   }
@@ -271,5 +283,54 @@ export class RingEnv {
     for (const c of this.#coordinators) c.abort.abort();
     await Promise.all(this.#coordinators.map((c) => c.done));
     await this.api.close();
+  }
+}
+
+/**
+ * A TCP relay in front of devapi that can be partitioned: while partitioned
+ * it forwards nothing in either direction (requests hang, as behind a real
+ * partition).
+ */
+export class Link {
+  readonly url: string;
+  readonly #server: Server;
+  readonly #sockets: Set<Socket>;
+  readonly #state: { partitioned: boolean };
+  private constructor(server: Server, url: string, sockets: Set<Socket>, state: { partitioned: boolean }) {
+    this.#server = server;
+    this.url = url;
+    this.#sockets = sockets;
+    this.#state = state;
+  }
+  static async to(target: string): Promise<Link> {
+    const { hostname, port } = new URL(target);
+    const sockets = new Set<Socket>();
+    const state = { partitioned: false };
+    const server = createServer((client) => {
+      const upstream = connect(Number(port), hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on("close", () => sockets.delete(s));
+        s.on("error", () => s.destroy());
+      }
+      client.on("data", (b) => {
+        if (!state.partitioned) upstream.write(b);
+      });
+      upstream.on("data", (b) => {
+        if (!state.partitioned) client.write(b);
+      });
+      client.on("close", () => upstream.destroy());
+      upstream.on("close", () => client.destroy());
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const addr = server.address();
+    return new Link(server, `http://127.0.0.1:${typeof addr === "object" && addr !== null ? addr.port : 0}`, sockets, state);
+  }
+  partition(): void {
+    this.#state.partitioned = true;
+  }
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((r) => this.#server.close(() => r()));
   }
 }
