@@ -41,11 +41,11 @@ export function resolveDef(def: ResourceDef): ResolvedDef {
 }
 
 const OPEN_BRACE = Buffer.from("{");
-const hashScratch = new Uint32Array(2);
 function hashParts(value: string): readonly [number, number] {
   const b = Buffer.from(value, "utf8");
-  fnv1a64Into(b, 0, b.length, hashScratch);
-  return [hashScratch[0] as number, hashScratch[1] as number];
+  const out = new Uint32Array(2);
+  fnv1a64Into(b, 0, b.length, out);
+  return [out[0] as number, out[1] as number];
 }
 
 /**
