@@ -4,8 +4,10 @@
  * object = 2 → RawExtension {raw = 1}} whose raw is a `k8s\0` envelope.
  *
  * - ADDED, MODIFIED and DELETED pass byte for byte when their object is in
- *   range, and are dropped otherwise. A dropped event may be replaced by a
- *   synthetic BOOKMARK carrying its resourceVersion (see `decide`).
+ *   range, and are dropped otherwise. A dropped event may become a synthetic
+ *   BOOKMARK carrying its apiVersion, kind and resourceVersion, paced by the
+ *   {@link BookmarkPacer} the JSON watch filter uses too (at most one per
+ *   interval, never before initial-events-end, never an older RV).
  * - BOOKMARK and ERROR pass.
  * - Any other type, an unparsable frame, a frame over `maxFrameBytes` or a
  *   stream that ends inside a frame ends the stream with one ERROR event
@@ -20,8 +22,9 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import type { ShardKey } from "../../shard/selector.ts";
+import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
 import { EnvelopeScan, keyField, ObjectScan } from "./proto-object.ts";
-import { protoBookmarkFrame, protoWatchErrorFrame } from "./proto-status.ts";
+import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
 import type { WatchFilterStats } from "./stats.ts";
 
@@ -55,6 +58,9 @@ export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 /** design.md §4: "at most one a second per stream". */
 export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
 
+/** The event emitted once the upstream initial-events-end bookmark has been pushed (same name as the JSON filter's). */
+export const INITIAL_EVENTS_END = "initial-events-end";
+
 // Event types, as they appear in WatchEvent.type.
 const OTHER = 0;
 const ADDED = 1;
@@ -80,41 +86,24 @@ function syntax(message: string, offset: number, depth: number): ScanError {
   return new ScanError("SHARDCAR_ERR_SCAN_SYNTAX", message, { offset, depth });
 }
 
-/** What one frame turned out to be, as far as the decision needs it. */
-interface FrameFacts {
-  readonly type: number;
-  readonly inRange: boolean;
-  readonly hasResourceVersion: boolean;
-}
+/** apiVersion and kind read from a TypeMeta, remembered by its bytes: a stream has one type. */
+class TypeMetaCache {
+  private bytes: Buffer = Buffer.alloc(0);
+  apiVersion = "";
+  kind = "";
+  private readonly r = new WireReader();
 
-/** The rate limiter and phase the decision reads. */
-interface BookmarkState {
-  readonly allowBookmarks: boolean;
-  readonly initialEvents: boolean;
-  readonly initialEventsEnded: boolean;
-  readonly lastSyntheticAt: number;
-  readonly intervalMs: number;
-}
-
-type Verdict = "pass" | "drop" | "drop+bookmark";
-
-/**
- * The per-frame decision, a pure function of the frame, the stream's state
- * and the time. Unknown types never reach it (they fail the stream first).
- */
-function decide(f: FrameFacts, s: BookmarkState, now: number): Verdict {
-  if (f.type === BOOKMARK || f.type === ERROR || f.inRange) return "pass";
-  if (!s.allowBookmarks || !f.hasResourceVersion) return "drop";
-  // No synthetic bookmark during initial events. client-go's reflector
-  // (tools/cache/reflector.go) treats any non-ADDED event, a BOOKMARK
-  // included, as proof "that the watch has exited the initial list phase"
-  // (handleAnyWatch sets eventReceivedBesidesAdded; Reflector.watch then
-  // starts recording resourceVersions). Initial ADDED events carry each
-  // object's own, older and unordered resourceVersion, so a bookmark made
-  // from one would end that phase early with a wrong resourceVersion.
-  if (s.initialEvents && !s.initialEventsEnded) return "drop";
-  if (now - s.lastSyntheticAt < s.intervalMs) return "drop";
-  return "drop+bookmark";
+  read(buf: Uint8Array, start: number, end: number): void {
+    if (bytesEqual(buf, start, end, this.bytes)) return;
+    this.bytes = Buffer.from(buf.subarray(start, end));
+    this.apiVersion = this.kind = "";
+    const r = this.r.reset(this.bytes, 0, this.bytes.length);
+    while (r.next()) {
+      if (r.wire !== WIRE_LEN) continue;
+      if (r.field === 1) this.apiVersion = this.bytes.toString("utf8", r.valueStart, r.valueEnd);
+      else if (r.field === 2) this.kind = this.bytes.toString("utf8", r.valueStart, r.valueEnd);
+    }
+  }
 }
 
 class ProtoWatchFilter extends Transform {
@@ -123,13 +112,10 @@ class ProtoWatchFilter extends Transform {
   private readonly matcher: HashMatcher;
   private readonly keyField: number;
   private readonly allowBookmarks: boolean;
-  private readonly initialEvents: boolean;
-  private readonly intervalMs: number;
   private readonly now: () => number;
   private readonly maxFrameBytes: number;
-
-  private initialEventsEnded = false;
-  private lastSyntheticAt = Number.NEGATIVE_INFINITY;
+  private readonly pacer: BookmarkPacer;
+  private readonly types = new TypeMetaCache();
   /** Set once the stream has been ended with an ERROR; later input is discarded. */
   private dead = false;
 
@@ -152,10 +138,13 @@ class ProtoWatchFilter extends Transform {
     this.matcher = opts.matcher;
     this.keyField = keyField(opts.key);
     this.allowBookmarks = opts.allowBookmarks;
-    this.initialEvents = opts.initialEvents;
-    this.intervalMs = opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS;
     this.now = opts.now ?? Date.now;
     this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.pacer = new BookmarkPacer({
+      allowBookmarks: opts.allowBookmarks,
+      initialEvents: opts.initialEvents,
+      intervalMs: opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS,
+    });
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -174,11 +163,25 @@ class ProtoWatchFilter extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
-    if (!this.dead && (this.headerHave > 0 || this.partial !== undefined)) {
+    if (this.dead) {
+      callback();
+      return;
+    }
+    if (this.headerHave > 0 || this.partial !== undefined) {
       const announced = this.partial === undefined ? "" : ` (${this.partial.length - 4} bytes announced, ${this.partialHave - 4} received)`;
       this.fail(new ScanError("SHARDCAR_ERR_SCAN_TRUNCATED", `protobuf watch stream ended inside a frame${announced}`, { offset: this.offset, depth: 0 }));
+      callback();
+      return;
     }
+    // A clean end: the last dropped event's bookmark, if it was still waiting.
+    if (this.allowBookmarks) this.sendBookmark(this.pacer.flush(this.now()));
     callback();
+  }
+
+  private sendBookmark(due: DroppedObject | undefined): void {
+    if (due === undefined) return;
+    this.stats.syntheticBookmarks++;
+    this.send(protoBookmarkFrame(typeMeta(due.apiVersion, due.kind), Buffer.from(due.resourceVersion, "utf8")));
   }
 
   /**
@@ -311,51 +314,56 @@ class ProtoWatchFilter extends Transform {
       // Fail closed: a new mutation type must not bypass sharding.
       throw syntax(`unknown watch event type ${JSON.stringify(name)}`, base + start, 0);
     }
-    let inRange = false;
-    let hasRv = false;
-    const needObject = type === ADDED || type === MODIFIED || type === DELETED || (type === BOOKMARK && this.initialEvents && !this.initialEventsEnded);
-    if (needObject) {
-      if (rawStart < 0) throw syntax("watch event without object.raw", base + start, 1);
-      const env = this.env;
-      env.scan(buf, rawStart, rawEnd, base, 2);
-      if (env.rawStart < 0) throw syntax("watch event object without runtime.Unknown raw", base + rawStart, 2);
-      if (env.contentEncodingLength > 0) throw syntax("watch event object has a contentEncoding; cannot read it", base + rawStart, 2);
-      if (env.typeMetaStart < 0) throw syntax("watch event object without typeMeta", base + rawStart, 2);
-      const o = this.object;
-      o.scan(buf, env.rawStart, env.rawEnd, this.keyField, base, 3, type === BOOKMARK);
-      inRange = o.keyStart < 0 ? this.matcher.matchesBytes(buf, 0, 0) : this.matcher.matchesBytes(buf, o.keyStart, o.keyEnd);
-      hasRv = o.rvEnd > o.rvStart;
-    }
-    const now = this.now();
-    const verdict = decide(
-      { type, inRange, hasResourceVersion: hasRv },
-      {
-        allowBookmarks: this.allowBookmarks,
-        initialEvents: this.initialEvents,
-        initialEventsEnded: this.initialEventsEnded,
-        lastSyntheticAt: this.lastSyntheticAt,
-        intervalMs: this.intervalMs,
-      },
-      now,
-    );
-    if (verdict === "pass") {
+    if (type === ERROR) {
+      // An ERROR carries a Status, not the watched object: nothing to learn.
       this.stats.passed++;
       pass();
-      if (type === BOOKMARK && this.initialEvents && !this.initialEventsEnded && this.object.initialEventsEnd) {
-        this.initialEventsEnded = true;
+      this.pacer.passed(undefined, false);
+      return;
+    }
+    // ADDED, MODIFIED, DELETED and BOOKMARK: read the object's envelope and metadata.
+    if (rawStart < 0) throw syntax("watch event without object.raw", base + start, 1);
+    const env = this.env;
+    env.scan(buf, rawStart, rawEnd, base, 2);
+    if (env.rawStart < 0) throw syntax("watch event object without runtime.Unknown raw", base + rawStart, 2);
+    if (env.contentEncodingLength > 0) throw syntax("watch event object has a contentEncoding; cannot read it", base + rawStart, 2);
+    if (env.typeMetaStart < 0) throw syntax("watch event object without typeMeta", base + rawStart, 2);
+    const o = this.object;
+    const bookmark = type === BOOKMARK;
+    o.scan(buf, env.rawStart, env.rawEnd, this.keyField, base, 3, bookmark && !this.pacer.initialEventsDone);
+    const rv = o.rvEnd > o.rvStart ? Buffer.from(buf.buffer, buf.byteOffset + o.rvStart, o.rvEnd - o.rvStart).toString("utf8") : undefined;
+    // BOOKMARKs are never filtered; they only carry a resourceVersion.
+    const inRange = bookmark || (o.keyStart < 0 ? this.matcher.matchesBytes(buf, 0, 0) : this.matcher.matchesBytes(buf, o.keyStart, o.keyEnd));
+    if (inRange) {
+      this.stats.passed++;
+      pass();
+      const initialEventsEnd = bookmark && o.initialEventsEnd && !this.pacer.initialEventsDone;
+      this.pacer.passed(rv, bookmark && o.initialEventsEnd);
+      if (initialEventsEnd) {
+        // Out first, then announced: the listener may act on the client's state.
         beforeOther();
-        this.emit("initial-events-end");
+        this.emit(INITIAL_EVENTS_END);
       }
       return;
     }
     this.stats.dropped++;
-    if (verdict === "drop+bookmark") {
-      const env = this.env;
-      const o = this.object;
+    // No synthetic bookmark during initial events (the pacer holds them back).
+    // client-go's reflector (tools/cache/reflector.go) treats any non-ADDED
+    // event, a BOOKMARK included, as proof "that the watch has exited the
+    // initial list phase" (handleAnyWatch sets eventReceivedBesidesAdded;
+    // Reflector.watch then starts recording resourceVersions). Initial ADDED
+    // events carry each object's own, older and unordered resourceVersion, so
+    // a bookmark made from one would end that phase early with a wrong RV.
+    if (!this.allowBookmarks || !this.pacer.initialEventsDone) return;
+    let dropped: DroppedObject | undefined;
+    if (rv !== undefined) {
+      this.types.read(buf, env.typeMetaStart, env.typeMetaEnd);
+      dropped = { resourceVersion: rv, apiVersion: this.types.apiVersion, kind: this.types.kind };
+    }
+    const due = this.pacer.dropped(dropped, this.now());
+    if (due !== undefined) {
       beforeOther();
-      this.lastSyntheticAt = now;
-      this.stats.syntheticBookmarks++;
-      this.send(protoBookmarkFrame(buf.subarray(env.typeMetaStart, env.typeMetaEnd), buf.subarray(o.rvStart, o.rvEnd)));
+      this.sendBookmark(due);
     }
   }
 }
