@@ -217,8 +217,9 @@ class ProtoListFilter extends Transform {
       this.parse(chunk);
     } catch (err) {
       // The callback destroys the stream with this error. On the filter path
-      // nothing has been emitted; on the fast path what left is a prefix whose
-      // Unknown.raw length promises more bytes than arrived.
+      // nothing has been emitted. On the fast path a prefix may have left (at
+      // most up to the end of Unknown.raw, never this chunk); the caller aborts
+      // the response instead of ending it, so the client sees a cut body.
       this.finished = true;
       this.held = [];
       callback(err instanceof Error ? err : new Error(String(err)));
