@@ -29,6 +29,9 @@
  *   event only), backpressure, cleanup on disconnect.
  * - KEP-5866: gate `on`, `off`, `mixed`, `bug-1.36.0` (see {@link GateMode});
  *   500 `invalid shard selector: …` with the server's own detail text.
+ * - CustomResourceDefinitions: writing one serves its versions as unstructured
+ *   resources (with `/status` and printer columns); no schema validation,
+ *   defaulting or conversion, and deleting it does not delete its objects.
  * - Discovery (legacy, not aggregated), `/version` (1.36), health endpoints,
  *   optional bearer-token requirement, per-request Authorization recording.
  *
@@ -52,7 +55,8 @@ import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { silentLogger, type Logger } from "../log.ts";
-import { BUILTIN_RESOURCES } from "./builtins.ts";
+import { BUILTIN_RESOURCES, CUSTOMRESOURCEDEFINITIONS } from "./builtins.ts";
+import { defsFromCrd } from "./crd.ts";
 import { DevApiHandler, type DevApiStats } from "./server.ts";
 import { MemoryStore, type DevStore } from "./store.ts";
 import type { GateMode, ResourceDef } from "./types.ts";
@@ -113,7 +117,13 @@ export interface DevApi {
 export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
   const now = opts.now ?? Date.now;
   const store = new MemoryStore({ historyLimit: opts.watchHistory ?? 10_000, now });
-  if (opts.builtins !== false) for (const d of BUILTIN_RESOURCES) store.register(d);
+  if (opts.builtins !== false) {
+    for (const d of BUILTIN_RESOURCES) store.register(d);
+    // A written CRD starts serving its custom resources, as on a cluster.
+    store.watch(CUSTOMRESOURCEDEFINITIONS, (e) => {
+      if (e.type !== "DELETED") for (const d of defsFromCrd(e.object)) store.register(d);
+    });
+  }
   const host = opts.host ?? "127.0.0.1";
   let port = opts.port ?? 0;
   const handler = new DevApiHandler(

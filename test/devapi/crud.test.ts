@@ -321,3 +321,42 @@ t.test("HTTPS when given a key and certificate", async (t) => {
   });
   t.equal(status, 200);
 });
+
+t.test("writing a CustomResourceDefinition serves its custom resources, with its printer columns", async (t) => {
+  const api = await withApi(t);
+  const crd = {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: "widgets.example.com" },
+    spec: {
+      group: "example.com",
+      names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList", shortNames: ["wd"] },
+      scope: "Namespaced",
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [{ name: "Color", type: "string", jsonPath: ".spec.color" }],
+        },
+        { name: "v0", served: false, storage: false },
+      ],
+    },
+  };
+  t.equal((await call(api, "GET", "/apis/example.com/v1/widgets")).status, 404, "not served before the CRD");
+  t.equal((await call(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).status, 201);
+  const made = await call(api, "POST", "/apis/example.com/v1/namespaces/a/widgets", { apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w1" }, spec: { color: "red" } });
+  t.equal(made.status, 201);
+  t.equal(meta(made.body).generation, 1);
+  const list = await call(api, "GET", "/apis/example.com/v1/widgets");
+  t.same(Object.keys(list.body), ["apiVersion", "items", "kind", "metadata"]);
+  t.equal(list.body.kind, "WidgetList");
+  const table = await call(api, "GET", "/apis/example.com/v1/widgets", undefined, { accept: "application/json;as=Table;v=v1;g=meta.k8s.io" });
+  t.same((table.body.columnDefinitions as Json[]).map((c) => c.name), ["Name", "Color"]);
+  t.same((table.body.rows as Json[])[0]?.cells, ["w1", "red"]);
+  t.equal((await call(api, "PUT", "/apis/example.com/v1/namespaces/a/widgets/w1/status", { ...made.body, status: { ok: true } })).status, 200, "/status served");
+  t.equal((await call(api, "GET", "/apis/example.com/v0/widgets")).status, 404, "unserved versions are not served");
+  const rl = await call(api, "GET", "/apis/example.com/v1");
+  t.match(rl.body, { resources: [{ name: "widgets", shortNames: ["wd"] }, { name: "widgets/status" }] });
+});

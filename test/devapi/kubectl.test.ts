@@ -76,6 +76,21 @@ t.test("kubectl get against devapi", { skip: existsSync(KUBECTL) ? false : `${KU
   t.equal((JSON.parse(one.stdout) as { metadata: { name: string } }).metadata.name, "pod-00000");
 });
 
+t.test("kubectl apply of the shipped ShardRing CRD serves shardrings with its printer columns", { skip: existsSync(KUBECTL) ? false : `${KUBECTL} not installed` }, async (t) => {
+  const api = await withApi(t, { tls: TLS, builtins: true });
+  const crdFile = new URL("../../manifests/base/crds/shardrings.shardcar.io.yaml", import.meta.url).pathname;
+  const cfg = kubeconfig(t, api).split(" ");
+  // devapi serves no OpenAPI, so client-side validation is off.
+  const applied = await kubectl([...cfg, "apply", "--validate=false", "-f", crdFile]);
+  t.equal(applied.code, 0, applied.stderr);
+  api.store.create("shardrings", { apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "ring", namespace: "alpha" }, spec: {}, status: { members: 3 } });
+  const got = await kubectl([...cfg, "get", "shardrings", "-n", "alpha"]);
+  t.equal(got.code, 0, got.stderr);
+  t.match(got.stdout, /^NAME\s+GENERATION\s+PENDING\s+MEMBERS\s+READY\s+AGE/);
+  // Missing values are null cells, which kubectl prints blank, as for a real CR.
+  t.match(got.stdout, /\nring\s+3\s/);
+});
+
 t.test("kubectl get pods -A --watch sees new pods", { skip: existsSync(KUBECTL) ? false : `${KUBECTL} not installed` }, async (t) => {
   const api = await withApi(t, { tls: TLS });
   seedPods(api, { count: 3, namespaces: ["alpha"] });
