@@ -1,4 +1,8 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { ConfigError } from "../../errors.ts";
+import type { ReadinessCheck } from "../../proxy/admin.ts";
+import { SERVICE_ACCOUNT_DIR, startInjectedMode, type InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
@@ -6,6 +10,16 @@ import { loadUpstream } from "../../proxy/upstream.ts";
 import { parseResources, parseShardSpec, staticRanges } from "../../shard/spec.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+
+/** The real apiserver, as the kubelet describes it to every container. */
+function inClusterServer(env: NodeJS.ProcessEnv): string {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (host === undefined || port === undefined || host === "" || port === "") {
+    throw new ConfigError("--injected", "--injected needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (the real apiserver), which the kubelet sets in every container");
+  }
+  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
 
 export const proxyCommand: Command = {
   name: "proxy",
@@ -33,9 +47,19 @@ Flags:
   --max-item-bytes N      largest list item or watch event accepted (default 16777216)
   --log-level LEVEL       pino level (default info)
 
+Injected mode (what the webhook configures):
+  --injected              serve TLS on the loopback listener with a pod-local CA and fill
+                          --sa-dir with token, namespace and ca.crt for the app containers;
+                          the upstream is the real in-cluster apiserver
+  --sa-dir DIR            the emptyDir app containers mount as their service-account dir
+  --real-sa-dir DIR       the sidecar's own service-account dir
+                          (default /var/run/secrets/kubernetes.io/serviceaccount)
+  --write-kubeconfig      also write a kubeconfig into --sa-dir
+
 Examples:
   shardcar proxy --server http://127.0.0.1:8080 --resources pods --shards 0/3 --listen 127.0.0.1:7001
   shardcar proxy --kubeconfig ~/.kube/config --resources "pods,configmaps=namespace" --shards 1/2
+  shardcar proxy --injected --sa-dir /var/run/shardcar/serviceaccount --resources pods --shards ordinal/3
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
@@ -54,6 +78,14 @@ Examples:
       "relist-jitter": { type: "string" },
       "max-item-bytes": { type: "string" },
       "log-level": { type: "string" },
+      injected: { type: "boolean" },
+      "sa-dir": { type: "string" },
+      "real-sa-dir": { type: "string" },
+      "write-kubeconfig": { type: "boolean" },
+      ring: { type: "string" },
+      handoff: { type: "string" },
+      "leader-election": { type: "string" },
+      "pod-namespace": { type: "string" },
     });
     if (values.help) {
       io.stdout.write(this.usage);
@@ -74,20 +106,42 @@ Examples:
     const podName = values["pod-name"] ?? io.env.POD_NAME;
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-proxy" });
-    const upstream = loadUpstream({
-      env: io.env,
-      ...(values.kubeconfig === undefined ? {} : { kubeconfigPath: values.kubeconfig }),
-      ...(values.server === undefined ? {} : { server: values.server }),
-      ...(values["certificate-authority"] === undefined ? {} : { caFile: values["certificate-authority"] }),
-    });
+    const injected = values.injected === true;
+    if (injected && values["sa-dir"] === undefined) throw new UsageError("--sa-dir", "--injected needs --sa-dir, the emptyDir the app containers mount");
+    if (injected && (values["tls-cert"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
+      throw new UsageError("--injected", "--injected generates its own TLS and uses the in-cluster apiserver; drop --tls-cert/--tls-key/--server/--kubeconfig");
+    }
+    const realSaDir = values["real-sa-dir"] ?? SERVICE_ACCOUNT_DIR;
+    const upstream = injected
+      ? loadUpstream({ env: io.env, server: inClusterServer(io.env), caFile: join(realSaDir, "ca.crt") })
+      : loadUpstream({
+          env: io.env,
+          ...(values.kubeconfig === undefined ? {} : { kubeconfigPath: values.kubeconfig }),
+          ...(values.server === undefined ? {} : { server: values.server }),
+          ...(values["certificate-authority"] === undefined ? {} : { caFile: values["certificate-authority"] }),
+        });
     const ranges = staticRanges(spec, podName);
     if (ranges === undefined) throw new ConfigError("--shards", "ring mode needs the ring member, which this build does not include yet; use i/N, ordinal/N or a selector");
     const ownership: OwnershipSource = new StaticOwnership(ranges);
-    const { readFileSync } = await import("node:fs");
-    const tls =
-      values["tls-cert"] !== undefined && values["tls-key"] !== undefined
-        ? { cert: readFileSync(values["tls-cert"], "utf8"), key: readFileSync(values["tls-key"], "utf8") }
-        : undefined;
+    const readiness: ReadinessCheck[] = [];
+    let tls: { cert: string; key: string } | undefined;
+    let injectedMode: InjectedMode | undefined;
+    if (injected) {
+      injectedMode = await startInjectedMode({
+        sharedDir: values["sa-dir"] ?? "",
+        realServiceAccountDir: realSaDir,
+        listenHost: "127.0.0.1",
+        listenPort: listen.port,
+        writeKubeconfig: values["write-kubeconfig"] === true,
+        logger,
+        signal: io.signal,
+      });
+      tls = injectedMode.tls;
+      const mode = injectedMode;
+      readiness.push({ name: "service-account-files", check: () => (mode.ready ? undefined : "token, namespace and ca.crt are not in place yet") });
+    } else if (values["tls-cert"] !== undefined && values["tls-key"] !== undefined) {
+      tls = { cert: readFileSync(values["tls-cert"], "utf8"), key: readFileSync(values["tls-key"], "utf8") };
+    }
     const running = await startProxy({
       listen,
       ...(admin === undefined ? {} : { admin }),
@@ -97,6 +151,7 @@ Examples:
       ownership,
       fallback,
       logger,
+      readiness,
       bookmarkIntervalMs,
       relistJitterMs,
       maxItemBytes,
@@ -105,6 +160,7 @@ Examples:
     io.stdout.write(`shardcar proxy listening on ${running.url}\n`);
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
     await running.close();
+    await injectedMode?.close();
     return 0;
   },
 };
