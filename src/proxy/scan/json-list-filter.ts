@@ -27,6 +27,7 @@ import type { ShardKey } from "../../shard/selector.ts";
 import {
   compilePaths,
   decodeJsonString,
+  joinParts,
   DEFAULT_MAX_DEPTH,
   JsonScanner,
   KIND_ARRAY,
@@ -90,6 +91,9 @@ function listPaths(key: ShardKey): PathNode {
   });
 }
 
+/** Compiled once per key: immutable, and compiling costs more than a whole small list. */
+const LIST_PATHS: Readonly<Record<ShardKey, PathNode>> = { uid: listPaths("uid"), namespace: listPaths("namespace") };
+
 const EMIT = 0;
 const HOLD = 1;
 const SKIP = 2;
@@ -151,7 +155,7 @@ class ListFilterEngine implements ScanSink {
     this.key = opts.key;
     this.sentSelector = opts.sentSelector;
     this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
-    this.scanner = new JsonScanner(listPaths(opts.key), this, {
+    this.scanner = new JsonScanner(LIST_PATHS[opts.key], this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxItemBytes,
       multi: false,
@@ -477,7 +481,7 @@ class JsonListFilter extends Transform {
 
   #send(parts: Buffer[]): void {
     if (parts.length === 0) return;
-    const buf = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+    const buf = parts.length === 1 ? (parts[0] as Buffer) : joinParts(parts);
     if (buf.length === 0) return;
     this.#engine.stats.bytesOut += buf.length;
     this.push(buf);

@@ -249,6 +249,27 @@ export function decodeJsonString(buf: Uint8Array, start: number, end: number, es
   return escaped ? (JSON.parse(`"${raw}"`) as string) : raw;
 }
 
+/**
+ * Joins output pieces into one Buffer for a single push. Pieces that are
+ * adjacent views of the same memory (a run of kept bytes split by mode
+ * switches) are merged without copying; only a real gap costs a copy.
+ */
+export function joinParts(parts: readonly Buffer[]): Buffer {
+  const merged: Buffer[] = [];
+  let cur: Buffer | undefined;
+  for (const p of parts) {
+    if (p.length === 0) continue;
+    if (cur !== undefined && cur.buffer === p.buffer && cur.byteOffset + cur.length === p.byteOffset) {
+      cur = Buffer.from(cur.buffer, cur.byteOffset, cur.length + p.length);
+    } else {
+      if (cur !== undefined) merged.push(cur);
+      cur = p;
+    }
+  }
+  if (cur !== undefined) merged.push(cur);
+  return merged.length === 1 ? (merged[0] as Buffer) : Buffer.concat(merged);
+}
+
 /** Whether `buf[start, end)` equals `want` byte for byte. */
 export function bytesEqual(buf: Uint8Array, start: number, end: number, want: Uint8Array): boolean {
   const n = want.length;
@@ -284,8 +305,8 @@ export class JsonScanner {
   private readonly maxTokenBytes: number;
   private readonly multi: boolean;
 
-  /** The after-value state of the container at each depth; `stack[0]` is S_DONE. */
-  private readonly stack: Uint8Array;
+  /** The after-value state of the container at each depth; `stack[0]` is S_DONE. Grows on demand up to maxDepth. */
+  private stack: Uint8Array;
   /** Node of the tracked container at each depth `<= td`. */
   private readonly trackNode: Array<PathNode | null>;
   /** Node of the current member or element of the container at each depth `<= td`. */
@@ -318,7 +339,8 @@ export class JsonScanner {
     this.maxDepth = opts.maxDepth;
     this.maxTokenBytes = opts.maxTokenBytes;
     this.multi = opts.multi;
-    this.stack = new Uint8Array(opts.maxDepth + 2);
+    // Never longer than maxDepth + 1, so one length check also enforces the limit.
+    this.stack = new Uint8Array(Math.min(64, opts.maxDepth + 1));
     this.stack[0] = S_DONE;
     this.trackNode = [root];
     this.cur = [root];
@@ -447,6 +469,13 @@ export class JsonScanner {
     this.sink.leave(this.strId, base + q + 1);
   }
 
+  private growStack(): Uint8Array {
+    const grown = new Uint8Array(Math.min(this.stack.length * 4, this.maxDepth + 1));
+    grown.set(this.stack);
+    this.stack = grown;
+    return grown;
+  }
+
   /** The state after a value closes inside the container at `depth`. */
   private after(depth: number): number {
     return this.stack[depth] as number;
@@ -476,7 +505,7 @@ export class JsonScanner {
       }
     }
 
-    const stack = this.stack;
+    let stack = this.stack;
     const sink = this.sink;
     let state = this.state;
     let depth = this.depth;
@@ -587,7 +616,10 @@ export class JsonScanner {
           }
           i++;
           if (c === 0x7b || c === 0x5b) {
-            if (++depth > this.maxDepth) throw this.fail("SHARDCAR_ERR_SCAN_DEPTH", `nesting deeper than ${this.maxDepth}`, base + i - 1);
+            if (++depth >= stack.length) {
+              if (depth > this.maxDepth) throw this.fail("SHARDCAR_ERR_SCAN_DEPTH", `nesting deeper than ${this.maxDepth}`, base + i - 1);
+              stack = this.growStack();
+            }
             if (c === 0x7b) {
               stack[depth] = S_AFTER_OBJ;
               state = S_FIRST_KEY;

@@ -22,6 +22,7 @@ import type { ShardKey } from "../../shard/selector.ts";
 import {
   compilePaths,
   decodeJsonString,
+  joinParts,
   DEFAULT_MAX_DEPTH,
   JsonScanner,
   KIND_ARRAY,
@@ -109,6 +110,9 @@ function watchPaths(key: ShardKey): PathNode {
     },
   });
 }
+
+/** Compiled once per key: immutable. */
+const WATCH_PATHS: Readonly<Record<ShardKey, PathNode>> = { uid: watchPaths("uid"), namespace: watchPaths("namespace") };
 
 const NO_KEY = 0;
 const IN_RANGE = 1;
@@ -266,7 +270,7 @@ class WatchFilterEngine implements ScanSink {
       initialEvents: opts.initialEvents,
       intervalMs: opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS,
     });
-    this.scanner = new JsonScanner(watchPaths(opts.key), this, {
+    this.scanner = new JsonScanner(WATCH_PATHS[opts.key], this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxEventBytes,
       multi: true,
@@ -580,7 +584,7 @@ class JsonWatchFilter extends Transform {
 
   #send(parts: Buffer[]): void {
     if (parts.length > 0) {
-      const buf = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+      const buf = parts.length === 1 ? (parts[0] as Buffer) : joinParts(parts);
       if (buf.length > 0) {
         this.#engine.stats.bytesOut += buf.length;
         this.push(buf);

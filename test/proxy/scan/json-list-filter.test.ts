@@ -467,10 +467,13 @@ t.test("an item larger than maxItemBytes fails with SCAN_ITEM_TOO_LARGE, held or
 t.test("nesting deeper than maxDepth fails with SCAN_DEPTH", async (t) => {
   const nest = (n: number): string => "[".repeat(n) + "]".repeat(n);
   const doc = (n: number): Buffer => Buffer.from(`{"items":[{"metadata":{"uid":"${inA}"},"spec":${nest(n)}}]}`);
-  const deep = await run(LOW, "uid", doc(100), { maxDepth: 50 });
-  t.ok(deep.error instanceof ScanError && deep.error.code === "SHARDCAR_ERR_SCAN_DEPTH", String(deep.error));
-  const ok = await run(LOW, "uid", doc(40), { maxDepth: 50 });
-  t.equal(ok.error, undefined, "within the limit");
+  // The top-level object, items and the item make three levels: 47 more is exactly 50.
+  const atLimit = await run(LOW, "uid", doc(47), { maxDepth: 50 });
+  t.equal(atLimit.error, undefined, "exactly maxDepth levels pass");
+  const over = await run(LOW, "uid", doc(48), { maxDepth: 50 });
+  t.ok(over.error instanceof ScanError && over.error.code === "SHARDCAR_ERR_SCAN_DEPTH", `one more fails: ${String(over.error)}`);
+  const deep = await run(LOW, "uid", doc(500), { maxDepth: 200 });
+  t.ok(deep.error instanceof ScanError && deep.error.code === "SHARDCAR_ERR_SCAN_DEPTH", "past a grown stack too");
   const dflt = await run(LOW, "uid", doc(10_001));
   t.ok(dflt.error instanceof ScanError && dflt.error.code === "SHARDCAR_ERR_SCAN_DEPTH", "default limit is Go's 10000");
 });
