@@ -16,6 +16,8 @@ export interface ReplicaOptions {
   readonly name: string;
   /** The apiserver (devapi) the proxy forwards to. */
   readonly upstreamUrl: string;
+  /** PEM the apiserver's certificate must chain to, for an https upstream; default: system roots. */
+  readonly upstreamCa?: string;
   readonly resources: readonly ShardedResource[];
   readonly ownership: OwnershipSource;
   readonly fallback?: FallbackPolicy;
@@ -55,7 +57,7 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
     listen: { host: "127.0.0.1", port: 0 },
     tls,
     admin: { host: "127.0.0.1", port: 0 },
-    upstream: makeUpstream(opts.upstreamUrl),
+    upstream: makeUpstream(opts.upstreamUrl, opts.upstreamCa),
     resources: opts.resources,
     ownership: opts.ownership,
     fallback: opts.fallback ?? "filter",

@@ -36,6 +36,8 @@ export interface ProxyConfig {
   readonly bookmarkIntervalMs?: number;
   readonly relistJitterMs?: number;
   readonly maxItemBytes?: number;
+  /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
+  readonly unsafeSkipWatchFilter?: boolean;
 }
 
 export interface RunningProxy {
@@ -93,6 +95,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),
     ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
+    ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
   });
   const server = cfg.tls === undefined ? createHttpServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
   // Watches are long-lived; node's default request timeout would cut them.

@@ -12,7 +12,7 @@ import type { Duplex, Transform } from "node:stream";
 import { pipeline } from "node:stream";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
-import { HashMatcher, ratio, type Range } from "../shard/range.ts";
+import { FULL_RANGE, HashMatcher, ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
@@ -50,6 +50,12 @@ export interface ShardProxyOptions {
    */
   readonly failBufferBytes?: number;
   readonly random?: () => number;
+  /**
+   * TEST-ONLY, never set in production and not reachable from any flag: the
+   * watch filter keeps every event, as a proxy that forgot to filter watches
+   * would. Exists so `npm run test:real` can show it catches such a proxy.
+   */
+  readonly unsafeSkipWatchFilter?: boolean;
 }
 
 /** Per-resource tallies, for the demo, the debug endpoint and tests. */
@@ -371,7 +377,7 @@ export class ShardProxy {
     const rv = q.get("resourceVersion");
     const initialEvents = isTrue(q.get("sendInitialEvents")) || rv === null || rv === "" || rv === "0";
     const filterOpts = {
-      matcher: new HashMatcher(st.ranges),
+      matcher: new HashMatcher(this.#opts.unsafeSkipWatchFilter === true ? [FULL_RANGE] : st.ranges),
       key: st.request.resource.key,
       allowBookmarks: isTrue(q.get("allowWatchBookmarks")),
       initialEvents,
