@@ -78,6 +78,10 @@ export interface HandlerOptions {
 
 const TYPE_JSON = "application/json";
 
+function isHealthPath(pathname: string): boolean {
+  return /^\/(healthz|readyz|livez)(\/.*)?$/.test(pathname);
+}
+
 function bump(m: Map<string, number>, k: string): void {
   m.set(k, (m.get(k) ?? 0) + 1);
 }
@@ -179,6 +183,8 @@ export class DevApiHandler {
     const url = new URL(req.url ?? "/", "http://devapi");
     const pretty = wantsPretty(url.searchParams, req.headers["user-agent"]);
     const store = this.o.store;
+    // Authentication comes first, as on a real server: an unauthenticated client learns nothing, not even a 404.
+    if (!isHealthPath(url.pathname) && !this.authorized(req)) throw unauthorized();
     const r = route(
       url.pathname,
       (g, v, res_) => store.find({ group: g, version: v, resource: res_ }),
@@ -192,7 +198,6 @@ export class DevApiHandler {
       res.end("ok");
       return;
     }
-    if (!this.authorized(req)) throw unauthorized();
     const method = req.method ?? "GET";
     if (r.kind !== "resource") {
       if (method !== "GET") throw methodNotAllowed();

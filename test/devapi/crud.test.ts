@@ -360,3 +360,10 @@ t.test("writing a CustomResourceDefinition serves its custom resources, with its
   const rl = await call(api, "GET", "/apis/example.com/v1");
   t.match(rl.body, { resources: [{ name: "widgets", shortNames: ["wd"] }, { name: "widgets/status" }] });
 });
+
+t.test("requireToken answers 401 before routing: an unauthenticated client cannot probe paths", async (t) => {
+  const api = await withApi(t, { requireToken: true });
+  t.equal((await call(api, "GET", "/apis/nope.io/v1/things")).status, 401);
+  t.equal((await call(api, "GET", "/apis/nope.io/v1/things", undefined, { authorization: "Bearer any" })).status, 404);
+  t.equal((await call(api, "GET", "/readyz")).status, 200);
+});
