@@ -500,11 +500,21 @@ class RingController {
       this.#refuse(obj, observed.reason, `${observed.message}; restored the leader's table (generation ${this.#state.committed.generation})`);
       return;
     }
+    // No tables at all: a recreated object, not an edit; our write fills it.
     // Unchanged since our last write (a spec or metadata edit): nothing to refuse.
-    if (last !== undefined && sameTables(observed.value, last.tables)) return;
-    if (!sameTables(observed.value, tablesOf(this.#state))) {
-      this.#refuse(obj, "StatusOwnedByLeader", `status.committed/pending were changed outside the leader; restored the leader's table (generation ${this.#state.committed.generation}). Tables change only through a handoff.`);
+    if (observed.value === undefined || (last !== undefined && sameTables(observed.value, last.tables))) return;
+    if (sameTables(observed.value, tablesOf(this.#state))) return;
+    if (observed.value.committed.generation > this.#state.committed.generation) {
+      // A newer-looking committed table may already have been followed by
+      // members (they cannot tell who wrote it). Writing ours back at an
+      // older generation would be ignored by them; instead rebuild: every
+      // member widens from what it holds to the leader's next table.
+      this.#refuse(obj, Refusal.NotWrittenByLeader, `status.committed was replaced outside the leader with generation ${observed.value.committed.generation}; rebuilding the table from the member Leases through a handoff. Tables change only through a handoff.`);
+      const slotCount = this.#state.slotCount;
+      this.#state = initialState({ slotCount, policy: this.#state.policy, tables: rebuiltTables(obj.status, slotCount, this.#members()) });
+      return;
     }
+    this.#refuse(obj, Refusal.NotWrittenByLeader, `status.committed/pending were changed outside the leader; restored the leader's table (generation ${this.#state.committed.generation}). Tables change only through a handoff.`);
   }
 
   #refuse(obj: RingObject, reason: string, message: string): void {

@@ -400,8 +400,9 @@ export interface Target {
 /**
  * The slots member `name` must enforce, given the tables it last saw and
  * what it held before:
- * - a committed table is accepted only if its generation is not below the
- *   held one (a rolled-back status is ignored, fail closed);
+ * - a committed table is accepted only if its generation is above the held
+ *   one, or equal with the same slots (a rolled-back status, or a table
+ *   edited in place, is ignored: fail closed);
  * - `Widening`: held ∪ new slots, stamped with the pending generation;
  * - `Narrowing`: held ∩ new slots, stamped with the reserved generation
  *   below the pending one;
@@ -413,8 +414,13 @@ export interface Target {
  */
 export function follow(held: Held, tables: RingTables | undefined, name: string): Target {
   let h = held;
-  if (tables !== undefined && tables.committed.generation >= held.generation) {
-    h = { generation: tables.committed.generation, slots: slotsOf(tables.committed.owners, name) };
+  if (tables !== undefined) {
+    const c = tables.committed;
+    const slots = slotsOf(c.owners, name);
+    // A generation's table never changes: the same generation with other
+    // slots for us is an edit in place, not a commit, and is ignored.
+    const same = c.generation === held.generation && slots.length === held.slots.length && slots.every((x, i) => x === held.slots[i]);
+    if (c.generation > held.generation || same) h = { generation: c.generation, slots };
   }
   const p = tables?.pending;
   if (p !== undefined && p.generation > h.generation) {

@@ -471,8 +471,11 @@ export class RingMember implements OwnershipSource {
   }
 
   #checkLeft(): void {
-    if (this.#life !== LIFECYCLE.Leaving || this.#tables === undefined) return;
-    const pendingGivesUs = this.#tables.pending?.owners.includes(this.#o.member) ?? false;
+    if (this.#life !== LIFECYCLE.Leaving) return;
+    // Free to go once nothing committed is ours and nothing pending would be:
+    // then no slot depends on this member (a member that never got a table,
+    // e.g. with no manager running, leaves at once).
+    const pendingGivesUs = this.#tables?.pending?.owners.includes(this.#o.member) ?? false;
     if (this.#held.slots.length === 0 && !pendingGivesUs) this.#leaveSettled();
   }
 }

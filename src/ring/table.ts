@@ -29,6 +29,8 @@ export const Refusal = {
   SlotOwnedTwice: "SlotOwnedTwice",
   SlotUnowned: "SlotUnowned",
   GenerationOrder: "GenerationOrder",
+  /** A valid status the leader did not write: tables change only through a handoff. */
+  NotWrittenByLeader: "StatusOwnedByLeader",
 } as const;
 export type Refusal = (typeof Refusal)[keyof typeof Refusal];
 

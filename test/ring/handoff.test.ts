@@ -549,6 +549,14 @@ t.test("follow: a rolled-back committed table is ignored; the member keeps what 
   t.strictSame(follow(held, undefined, "a"), { generation: 5, slots: [0, 1], held }, "no ring at all: keep the last committed ranges");
 });
 
+t.test("follow: a committed table edited in place (same generation, other slots) is ignored", async (t) => {
+  const held = { generation: 5, slots: [0, 1] };
+  const edited = { generation: 5, committed: { generation: 5, owners: owners("bbaa") }, pending: undefined };
+  t.strictSame(follow(held, edited, "a"), { generation: 5, slots: [0, 1], held });
+  const same = { generation: 5, committed: { generation: 5, owners: owners("aabb") }, pending: undefined };
+  t.strictSame(follow(held, same, "a").slots, [0, 1], "the unchanged table is of course accepted");
+});
+
 t.test("follow: widening starts from what the member holds, even if the status was rebuilt without it", async (t) => {
   // A leader that had to rebuild an invalid status, with no table of its own
   // to fall back on, writes an empty committed table at generation 0.
