@@ -145,8 +145,10 @@ function lowerBound(keys: readonly string[], k: string): number {
 export class ResourceState {
   def: ResolvedDef;
   readonly objects = new Map<string, StoredObject>();
-  /** Keys in etcd order (byte order of `namespace/name`), kept sorted on insert and delete. */
-  readonly keys: string[] = [];
+  /** Keys in etcd order (byte order of `namespace/name`); read through {@link sortedKeys}. */
+  private keys: string[] = [];
+  /** New keys are appended and the array sorted on the next read: seeding N objects stays O(N log N), not O(N^2). */
+  private unsorted = false;
   readonly listeners = new Set<StoreListener>();
   private history: StoreEvent[] = [];
   private head = 0;
@@ -167,15 +169,30 @@ export class ResourceState {
     return new StoredObject(this.def, { ...obj.object, metadata: this.def.encoding === "unstructured" ? meta : orderedMeta(meta) });
   }
 
+  /** Every key, in etcd order. */
+  sortedKeys(): readonly string[] {
+    if (this.unsorted) {
+      // Plain code-unit order is byte order here: names and namespaces are ASCII.
+      this.keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      this.unsorted = false;
+    }
+    return this.keys;
+  }
+
   put(obj: StoredObject): void {
-    if (!this.objects.has(obj.key)) this.keys.splice(lowerBound(this.keys, obj.key), 0, obj.key);
+    if (!this.objects.has(obj.key)) {
+      const last = this.keys[this.keys.length - 1];
+      if (last !== undefined && obj.key < last) this.unsorted = true;
+      this.keys.push(obj.key);
+    }
     this.objects.set(obj.key, obj);
   }
 
   remove(key: string): void {
     if (!this.objects.delete(key)) return;
-    const i = lowerBound(this.keys, key);
-    if (this.keys[i] === key) this.keys.splice(i, 1);
+    const keys = this.sortedKeys() as string[];
+    const i = lowerBound(keys, key);
+    if (keys[i] === key) keys.splice(i, 1);
   }
 
   record(event: StoreEvent, limit: number): void {
@@ -215,8 +232,9 @@ export class ResourceState {
     const hi = namespace === undefined ? undefined : `${namespace}0`;
     const from = after !== undefined && after >= lo ? after : undefined;
     const inScope = (k: string): boolean => k >= lo && (hi === undefined || k < hi) && (from === undefined || k > from);
-    const liveStart = lowerBound(this.keys, from ?? lo);
-    const liveEnd = hi === undefined ? this.keys.length : lowerBound(this.keys, hi);
+    const keys = this.sortedKeys();
+    const liveStart = lowerBound(keys, from ?? lo);
+    const liveEnd = hi === undefined ? keys.length : lowerBound(keys, hi);
 
     const changes = new Map<string, StoredObject | null>();
     if (rv !== undefined) {
@@ -227,7 +245,7 @@ export class ResourceState {
     const out: StoredObject[] = [];
     if (changes.size === 0) {
       for (let i = liveStart; i < liveEnd; i++) {
-        const k = this.keys[i] as string;
+        const k = keys[i] as string;
         if (from !== undefined && k <= from) continue;
         out.push(this.objects.get(k) as StoredObject);
       }
@@ -237,7 +255,7 @@ export class ResourceState {
     let i = liveStart;
     let j = 0;
     while (i < liveEnd || j < extra.length) {
-      const a = i < liveEnd ? (this.keys[i] as string) : undefined;
+      const a = i < liveEnd ? (keys[i] as string) : undefined;
       const b = j < extra.length ? (extra[j] as string) : undefined;
       let k: string;
       if (b === undefined || (a !== undefined && a < b)) {
@@ -354,10 +372,7 @@ export class MemoryStore implements DevStore {
     const old = this.resources.get(id);
     if (old) {
       old.def = resolved;
-      for (const k of old.keys) {
-        const o = old.objects.get(k) as StoredObject;
-        old.objects.set(k, new StoredObject(resolved, this.canonical(old, o.object)));
-      }
+      for (const [k, o] of old.objects) old.objects.set(k, new StoredObject(resolved, this.canonical(old, o.object)));
       return old;
     }
     const state = new ResourceState(resolved);
