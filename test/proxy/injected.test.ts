@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, createServer, type TLSSocket } from "node:tls";
 import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import { createServer as createHttpsServer } from "node:https";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { silentLogger } from "../../src/log.ts";
 import { startInjectedMode, type InjectedMode, type InjectedModeOptions } from "../../src/proxy/injected/index.ts";
 import { createLocalCa, isSignedBy, splitPemBundle } from "../../src/webhook/pki.ts";
@@ -43,15 +44,17 @@ interface Fixture {
   start(over?: Partial<InjectedModeOptions>): Promise<InjectedMode>;
 }
 
-async function fixture(t: { teardown(fn: () => unknown): void }, opts: { writeReal?: boolean } = {}): Promise<Fixture> {
+async function fixture(t: { teardown(fn: () => unknown): void }, opts: { writeReal?: boolean } = {}): Promise<Fixture & { root: string }> {
   const root = await mkdtemp(join(tmpdir(), "shardcar-injected-"));
   t.teardown(() => rm(root, { recursive: true, force: true }));
   const real = new FakeKubeletVolume(join(root, "real"));
   await mkdir(real.dir);
-  const shared = join(root, "shared");
-  await mkdir(shared);
+  // Laid out where an app container sees it, so loadFromCluster(root) reads it.
+  const shared = join(root, "var/run/secrets/kubernetes.io/serviceaccount");
+  await mkdir(shared, { recursive: true });
   if (opts.writeReal ?? true) await real.write({ token: "token-1", namespace: "controllers", "ca.crt": CLUSTER_CA });
   return {
+    root,
     real,
     shared,
     async start(over = {}) {
@@ -235,4 +238,43 @@ t.test("close is idempotent and stops polling; an aborted signal closes too", as
   await f.real.write({ token: "after-close", namespace: "controllers", "ca.crt": CLUSTER_CA });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(await read(f.shared, "token"), "token-1", "no sync after close");
+});
+
+t.test("an unmodified client-node client using loadFromCluster verifies the sidecar's TLS and sends the token from the shared dir", async (t) => {
+  const f = await fixture(t);
+  const mode = await f.start();
+  // Stands in for the proxy: serves the sidecar's certificate and records
+  // what the client sent.
+  const seen: string[] = [];
+  const server = createHttpsServer({ key: mode.tls.key, cert: mode.tls.cert }, (req, res) => {
+    seen.push(`${req.url ?? ""} ${req.headers.authorization ?? ""}`);
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "1" }, items: [] }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  // What the webhook sets in the app container; loadFromCluster reads them from process.env.
+  const saved = { host: process.env["KUBERNETES_SERVICE_HOST"], port: process.env["KUBERNETES_SERVICE_PORT"] };
+  process.env["KUBERNETES_SERVICE_HOST"] = "127.0.0.1";
+  process.env["KUBERNETES_SERVICE_PORT"] = String((server.address() as AddressInfo).port);
+  t.teardown(() => {
+    for (const [k, v] of [["KUBERNETES_SERVICE_HOST", saved.host], ["KUBERNETES_SERVICE_PORT", saved.port]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  const list = async (): Promise<void> => {
+    const kc = new KubeConfig();
+    kc.loadFromCluster(f.root);
+    t.equal(kc.getCurrentCluster()?.skipTLSVerify, false, "TLS verification on");
+    t.equal(kc.getContextObject(kc.getCurrentContext())?.namespace, "controllers");
+    await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: "controllers" });
+  };
+  await list();
+  t.same(seen, ["/api/v1/namespaces/controllers/pods Bearer token-1"]);
+  await f.real.write({ token: "token-2", namespace: "controllers", "ca.crt": CLUSTER_CA });
+  await until("rotated token", async () => (await read(f.shared, "token")) === "token-2");
+  // client-node re-reads a token file at most once a minute (FileAuth), so a
+  // new client shows the rotated token without waiting for that.
+  await list();
+  t.equal(seen[1], "/api/v1/namespaces/controllers/pods Bearer token-2");
 });
