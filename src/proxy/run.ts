@@ -13,6 +13,7 @@ import type { ShardedResource } from "../shard/spec.ts";
 import { formatBound } from "../shard/hash.ts";
 import { createAdminServer, type ReadinessCheck } from "./admin.ts";
 import { ProxyMetrics } from "./metrics.ts";
+import type { LockSpec } from "./lock-rename.ts";
 import type { OwnershipSource } from "./ownership.ts";
 import { ShardProxy, type FallbackPolicy } from "./server.ts";
 import type { Upstream } from "./upstream.ts";
@@ -38,6 +39,8 @@ export interface ProxyConfig {
   readonly maxItemBytes?: number;
   /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
   readonly unsafeSkipWatchFilter?: boolean;
+  /** Per-shard leader election (`--leader-election`); see `ShardProxyOptions.lock`. */
+  readonly lock?: { readonly spec: LockSpec; readonly identity: string };
 }
 
 export interface RunningProxy {
@@ -96,6 +99,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
+    ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),
   });
   const server = cfg.tls === undefined ? createHttpServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
   // Watches are long-lived; node's default request timeout would cut them.

@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex, Transform } from "node:stream";
-import { pipeline } from "node:stream";
+import { pipeline, Readable } from "node:stream";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
 import { FULL_RANGE, HashMatcher, ratio, type Range } from "../shard/range.ts";
@@ -18,6 +18,7 @@ import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
+import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
 import { RelistTracker } from "./relist.ts";
 import { rewriteQuery } from "./rewrite.ts";
 import { createJsonListFilter } from "./scan/json-list-filter.ts";
@@ -56,7 +57,15 @@ export interface ShardProxyOptions {
    * would. Exists so `npm run test:real` can show it catches such a proxy.
    */
   readonly unsafeSkipWatchFilter?: boolean;
+  /**
+   * Per-shard leader election: the controller's lock is renamed to
+   * `<name>-<identity>` in paths and create bodies, and back in responses.
+   */
+  readonly lock?: { readonly spec: LockSpec; readonly identity: string };
 }
+
+// A lock object is tiny; anything near etcd's 1.5 MiB object limit is not a lock.
+const MAX_LOCK_BODY_BYTES = 1536 * 1024;
 
 /** Per-resource tallies, for the demo, the debug endpoint and tests. */
 export interface ResourceStats {
@@ -106,6 +115,8 @@ export class ShardProxy {
   readonly #index: ResourceIndex;
   readonly #passthrough: ProxyServer;
   readonly #sharded: ProxyServer;
+  readonly #locks: ProxyServer;
+  readonly #renamedLock: string | undefined;
   readonly #state = new WeakMap<IncomingMessage, ShardedState>();
   readonly #watches = new Set<OpenWatch>();
   readonly #stats = new Map<string, ResourceStats>();
@@ -119,7 +130,11 @@ export class ShardProxy {
     const common = { target: opts.upstream.url.href, agent: opts.upstream.agent, changeOrigin: true, secure: true, xfwd: false };
     this.#passthrough = createProxyServer({ ...common, ws: true });
     this.#sharded = createProxyServer({ ...common, selfHandleResponse: true });
-    for (const p of [this.#passthrough, this.#sharded]) {
+    this.#locks = createProxyServer({ ...common, selfHandleResponse: true });
+    this.#renamedLock = opts.lock === undefined ? undefined : renamedLock(opts.lock.spec, opts.lock.identity);
+    this.#locks.on("proxyReq", (proxyReq) => proxyReq.removeHeader("accept-encoding"));
+    this.#locks.on("proxyRes", (proxyRes, _req, res) => this.#onLockResponse(proxyRes, res));
+    for (const p of [this.#passthrough, this.#sharded, this.#locks]) {
       p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
         opts.logger.warn({ err: err.message }, "upstream request failed");
         if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
@@ -159,6 +174,13 @@ export class ShardProxy {
 
   /** Node `request` handler. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    if (this.#opts.lock !== undefined && this.#renamedLock !== undefined) {
+      const m = matchLockRequest(req.method ?? "GET", req.url ?? "/", this.#opts.lock.spec, this.#renamedLock);
+      if (m !== undefined) {
+        this.#serveLock(req, res, m, this.#opts.lock.spec.name, this.#renamedLock);
+        return;
+      }
+    }
     const cls = classify(req.method ?? "GET", req.url ?? "/", this.#index);
     if (cls.kind === "passthrough") {
       this.#opts.metrics.requests.inc({ class: "passthrough", resource: "" });
@@ -200,6 +222,62 @@ export class ShardProxy {
     for (const w of [...this.#watches]) w.terminate("shardcar: proxy shutting down");
     this.#passthrough.close();
     this.#sharded.close();
+    this.#locks.close();
+  }
+
+  /** Renames the leader-election lock in the request; {@link #onLockResponse} renames it back. */
+  #serveLock(req: IncomingMessage, res: ServerResponse, m: LockMatch, name: string, renamed: string): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (b: Buffer) => {
+      size += b.length;
+      if (size > MAX_LOCK_BODY_BYTES) {
+        req.destroy();
+        sendStatus(res, 413, "shardcar: leader-election lock request body too large", "RequestEntityTooLarge");
+        return;
+      }
+      chunks.push(b);
+    });
+    req.on("end", () => {
+      if (res.headersSent) return;
+      const raw = Buffer.concat(chunks);
+      // Creates and updates name the lock in the body too; a server refuses a
+      // body whose name differs from the path's.
+      const body = raw.length === 0 ? raw : (renameBody(raw, req.headers["content-type"], name, renamed) ?? raw);
+      req.url = `${m.path}${m.query}`;
+      if (req.method !== "GET" && req.method !== "DELETE") req.headers["content-length"] = String(body.length);
+      delete req.headers["transfer-encoding"];
+      this.#lockNames.set(res, { name, renamed });
+      this.#locks.web(req, res, { buffer: Readable.from([body]) });
+    });
+  }
+
+  readonly #lockNames = new WeakMap<ServerResponse, { name: string; renamed: string }>();
+
+  #onLockResponse(proxyRes: IncomingMessage, res: ServerResponse): void {
+    const names = this.#lockNames.get(res);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    proxyRes.on("data", (b: Buffer) => {
+      size += b.length;
+      if (size > MAX_LOCK_BODY_BYTES) {
+        proxyRes.destroy();
+        sendStatus(res, 502, "shardcar: leader-election lock response too large");
+        return;
+      }
+      chunks.push(b);
+    });
+    proxyRes.on("error", () => res.destroy());
+    proxyRes.on("end", () => {
+      if (res.headersSent) return;
+      const raw = Buffer.concat(chunks);
+      const body = names === undefined ? raw : (renameBody(raw, proxyRes.headers["content-type"], names.renamed, names.name) ?? raw);
+      const headers: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(proxyRes.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+      headers["content-length"] = String(body.length);
+      res.writeHead(proxyRes.statusCode ?? 502, headers);
+      res.end(body);
+    });
   }
 
   #statsFor(id: string): ResourceStats {

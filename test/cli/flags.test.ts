@@ -30,6 +30,7 @@ const BAD: Array<[string[], RegExp]> = [
   [["proxy", "--server", "http://10.0.0.1:6443", "--resources", "pods", "--shards", "0/2"], /plain-HTTP/],
   [["proxy", "--resources", "pods", "--shards", "0/2", "--bogus"], /--bogus/],
   [["proxy", "--resources", "pods", "--shards", "0/2", "--bookmark-interval", "soon"], /--bookmark-interval "soon"/],
+  [["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shards", "0/2", "--leader-election", "deployments/x"], /--leader-election "deployments\/x"/],
   [["ranges", "0"], /N "0"/],
   [["ranges", "--key", "name", "3"], /--key "name"/],
   [["hash", "--shards", "x", "a"], /--shards "x"/],

@@ -2,12 +2,13 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "../../errors.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
+import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import { SERVICE_ACCOUNT_DIR, startInjectedMode, type InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
 import { loadUpstream } from "../../proxy/upstream.ts";
-import { parseResources, parseShardSpec, staticRanges } from "../../shard/spec.ts";
+import { parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
 
@@ -45,6 +46,9 @@ Flags:
   --bookmark-interval D   minimum gap between synthetic bookmarks per watch (default 1s)
   --relist-jitter D       spread forced relists after a range change (default 0s)
   --max-item-bytes N      largest list item or watch event accepted (default 16777216)
+  --leader-election LOCK  the controller's lock (leases/<name>, configmaps/<name> or
+                          endpoints/<name>), renamed to <name>-<shard identity> so each
+                          replica leads its own shard
   --log-level LEVEL       pino level (default info)
 
 Injected mode (what the webhook configures):
@@ -123,6 +127,12 @@ Examples:
     const ranges = staticRanges(spec, podName);
     if (ranges === undefined) throw new ConfigError("--shards", "ring mode needs the ring member, which this build does not include yet; use i/N, ordinal/N or a selector");
     const ownership: OwnershipSource = new StaticOwnership(ranges);
+    const lockSpec = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
+    const identity = shardIdentity(spec, podName) ?? podName;
+    if (lockSpec !== undefined && identity === undefined) {
+      throw new UsageError("--leader-election", "--leader-election needs a shard identity: use i/N or ordinal/N, or give --pod-name");
+    }
+    const lock = lockSpec === undefined || identity === undefined ? undefined : { spec: lockSpec, identity };
     const readiness: ReadinessCheck[] = [];
     let tls: { cert: string; key: string } | undefined;
     let injectedMode: InjectedMode | undefined;
@@ -152,6 +162,7 @@ Examples:
       fallback,
       logger,
       readiness,
+      ...(lock === undefined ? {} : { lock }),
       bookmarkIntervalMs,
       relistJitterMs,
       maxItemBytes,

@@ -1,0 +1,54 @@
+import t from "tap";
+import { matchLockRequest, parseLockSpec, renameJson, renameProto, renamedLock } from "../../src/proxy/lock-rename.ts";
+import { ConfigError } from "../../src/errors.ts";
+import { decodeObject, encodeObject, loadK8sProto } from "../support/proto/k8s.ts";
+
+const lease = parseLockSpec("leases/demo-lock");
+const cm = parseLockSpec("configmaps/my-ctrl");
+
+t.test("lock specs: leases, configmaps and endpoints; anything else names the flag", async (t) => {
+  t.same(parseLockSpec("endpoints/x.y"), { resource: "endpoints", name: "x.y" });
+  for (const bad of ["lease/x", "leases/", "leases/UPPER", "leases/a/b", "demo-lock"]) {
+    const err = t.throws(() => parseLockSpec(bad), ConfigError);
+    t.match((err as Error).message, /--leader-election/);
+  }
+  t.equal(renamedLock(lease, "2"), "demo-lock-2");
+});
+
+t.test("requests naming the lock are rewritten; others are not", async (t) => {
+  const rows: Array<[string, string, unknown]> = [
+    ["GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock", { kind: "object", path: "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock-1", query: "" }],
+    ["PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock?fieldManager=x", { kind: "object", path: "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock-1", query: "?fieldManager=x" }],
+    ["POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", { kind: "create", path: "/apis/coordination.k8s.io/v1/namespaces/ns/leases", query: "" }],
+    ["GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", undefined],
+    ["GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/other", undefined],
+    ["GET", "/api/v1/namespaces/ns/configmaps/demo-lock", undefined],
+  ];
+  for (const [method, url, want] of rows) t.same(matchLockRequest(method, url, lease, "demo-lock-1"), want, `${method} ${url}`);
+  t.same(matchLockRequest("GET", "/api/v1/namespaces/ns/configmaps/my-ctrl", cm, "my-ctrl-0")?.path, "/api/v1/namespaces/ns/configmaps/my-ctrl-0");
+});
+
+t.test("JSON bodies: metadata.name and a Status's details.name are renamed, nothing else", async (t) => {
+  const body = Buffer.from(JSON.stringify({ metadata: { name: "demo-lock", labels: { name: "demo-lock" } }, spec: { holderIdentity: "demo-lock" } }));
+  const out = JSON.parse(renameJson(body, "demo-lock", "demo-lock-0")?.toString() ?? "{}") as { metadata: { name: string; labels: { name: string } }; spec: { holderIdentity: string } };
+  t.equal(out.metadata.name, "demo-lock-0");
+  t.equal(out.metadata.labels.name, "demo-lock", "labels untouched");
+  t.equal(out.spec.holderIdentity, "demo-lock", "spec untouched");
+  const status = Buffer.from(JSON.stringify({ kind: "Status", details: { name: "demo-lock-0", kind: "leases" }, code: 409 }));
+  t.match(renameJson(status, "demo-lock-0", "demo-lock")?.toString(), /"name":"demo-lock"/);
+  t.equal(renameJson(Buffer.from('{"metadata":{"name":"x"}}'), "demo-lock", "y"), undefined, "another object is left alone");
+  t.equal(renameJson(Buffer.from("not json"), "a", "b"), undefined);
+});
+
+t.test("protobuf bodies: a Lease's metadata.name is renamed and the envelope stays decodable", async (t) => {
+  const pb = loadK8sProto();
+  const body = encodeObject(pb, "coordination.k8s.io/v1", "Lease", { metadata: { name: "demo-lock", namespace: "ns", resourceVersion: "7" }, spec: { holderIdentity: "me", leaseDurationSeconds: 15 } });
+  const out = renameProto(body, "demo-lock", "demo-lock-12");
+  t.ok(out !== undefined);
+  const d = decodeObject(pb, out ?? Buffer.alloc(0));
+  t.same(d.object["metadata"], { name: "demo-lock-12", namespace: "ns", resourceVersion: "7" });
+  t.same(d.object["spec"], { holderIdentity: "me", leaseDurationSeconds: 15 });
+  t.equal(d.kind, "Lease");
+  t.equal(renameProto(body, "other", "x"), undefined);
+  t.equal(renameProto(Buffer.from("{}"), "a", "b"), undefined, "no k8s magic, no rename");
+});
