@@ -511,7 +511,7 @@ export class JsonScanner {
     let depth = this.depth;
     let td = this.td;
 
-    while (i < len) {
+    outer: while (i < len) {
       const c = buf[i] as number;
       const code = TABLE[(state << 8) | c] as number;
       if (code < 32) {
@@ -521,6 +521,47 @@ export class JsonScanner {
       }
       switch (code) {
         case A_KEY: {
+          if (depth !== td) {
+            // Untracked object: run `"key":"value",` members in one tight loop,
+            // the bulk of every object once its key has been read. Anything
+            // else (an escape, whitespace, a non-string value, the chunk's end)
+            // leaves the loop at a token boundary for the general path.
+            for (;;) {
+              let j = i + 1;
+              let b = 0;
+              while (j < len && (b = buf[j] as number) !== QUOTE && b !== BSLASH && b >= 0x20) j++;
+              if (j >= len || b !== QUOTE) break; // general path from the key's quote
+              if (buf[j + 1] !== COLON) {
+                i = j + 1;
+                state = S_COLON;
+                continue outer;
+              }
+              const v = j + 2;
+              let k: number;
+              if (buf[v] === QUOTE) {
+                k = v + 1;
+                while (k < len && (b = buf[k] as number) !== QUOTE && b !== BSLASH && b >= 0x20) k++;
+                if (k >= len || b !== QUOTE) {
+                  i = v; // general path from the value's quote
+                  state = S_VALUE;
+                  continue outer;
+                }
+              } else if (buf[v] === 0x7b && buf[v + 1] === 0x7d && depth < this.maxDepth) {
+                k = v + 1; // `{}`: managedFields are full of them
+              } else {
+                i = v;
+                state = S_VALUE;
+                continue outer;
+              }
+              if (buf[k + 1] === COMMA && buf[k + 2] === QUOTE) {
+                i = k + 2; // the next member's key
+                continue;
+              }
+              i = k + 1;
+              state = S_AFTER_OBJ;
+              continue outer;
+            }
+          }
           let capture = false;
           if (depth === td) {
             capture = (this.trackNode[depth] as PathNode).keys.length > 0;

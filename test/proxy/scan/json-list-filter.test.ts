@@ -474,6 +474,11 @@ t.test("nesting deeper than maxDepth fails with SCAN_DEPTH", async (t) => {
   t.ok(over.error instanceof ScanError && over.error.code === "SHARDCAR_ERR_SCAN_DEPTH", `one more fails: ${String(over.error)}`);
   const deep = await run(LOW, "uid", doc(500), { maxDepth: 200 });
   t.ok(deep.error instanceof ScanError && deep.error.code === "SHARDCAR_ERR_SCAN_DEPTH", "past a grown stack too");
+  // Objects too, with an empty object innermost (`"a":{}` takes a shortcut in the scanner).
+  const objs = (n: number): Buffer => Buffer.from(`{"items":[{"metadata":{"uid":"${inA}"},"spec":${'{"a":'.repeat(n - 1)}{}${"}".repeat(n - 1)}}]}`);
+  t.equal((await run(LOW, "uid", objs(47), { maxDepth: 50 })).error, undefined, "objects: exactly maxDepth levels pass");
+  const objOver = await run(LOW, "uid", objs(48), { maxDepth: 50 });
+  t.ok(objOver.error instanceof ScanError && objOver.error.code === "SHARDCAR_ERR_SCAN_DEPTH", "objects: one more fails");
   const dflt = await run(LOW, "uid", doc(10_001));
   t.ok(dflt.error instanceof ScanError && dflt.error.code === "SHARDCAR_ERR_SCAN_DEPTH", "default limit is Go's 10000");
 });
