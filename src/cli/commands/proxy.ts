@@ -1,4 +1,8 @@
 import { readFileSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+import { Registry } from "prom-client";
+import { RingMember } from "../../ring/member.ts";
+import { HandoffMode } from "../../ring/table.ts";
 import { join } from "node:path";
 import { ConfigError } from "../../errors.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
@@ -11,6 +15,29 @@ import { loadUpstream } from "../../proxy/upstream.ts";
 import { parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+
+/**
+ * The sidecar's own credentials, for its ring membership: the real
+ * service-account files in injected mode, else the kubeconfig or server given.
+ */
+function sidecarKubeConfig(o: { injected: boolean; realSaDir: string; env: NodeJS.ProcessEnv; kubeconfig: string | undefined; server: string | undefined; caFile: string | undefined }): KubeConfig {
+  const kc = new KubeConfig();
+  if (o.injected) {
+    kc.loadFromOptions({
+      clusters: [{ name: "in-cluster", server: inClusterServer(o.env), caFile: join(o.realSaDir, "ca.crt"), skipTLSVerify: false }],
+      users: [{ name: "sidecar", authProvider: { name: "tokenFile", config: { tokenFile: join(o.realSaDir, "token") } } }],
+      contexts: [{ name: "in-cluster", cluster: "in-cluster", user: "sidecar" }],
+      currentContext: "in-cluster",
+    });
+  } else if (o.kubeconfig !== undefined) {
+    kc.loadFromFile(o.kubeconfig);
+  } else if (o.server !== undefined) {
+    throw new UsageError("--shards", "--shards ring needs credentials for the member Lease: use --kubeconfig (or --injected), not --server");
+  } else {
+    kc.loadFromDefault();
+  }
+  return kc;
+}
 
 /** The real apiserver, as the kubelet describes it to every container. */
 function inClusterServer(env: NodeJS.ProcessEnv): string {
@@ -35,6 +62,9 @@ Flags:
   --resources LIST        sharded resources and keys (required),
                           e.g. "pods, configmaps=namespace, releases.convoy.kumodo.io"
   --shards SPEC           i/N, ordinal/N, a shardRange(...) selector, or ring (default ring)
+  --ring NAME             ring mode: the ShardRing this pod joins
+  --handoff MODE          ring mode: overlap (default; duplicates, never gaps) or exclusive
+  --pod-namespace NS      default $POD_NAMESPACE (ring mode: where the Lease and ShardRing live)
   --fallback MODE         filter (default) or fail: answer 503 when the server did not filter
   --listen HOST:PORT      proxy listener, loopback only (default 127.0.0.1:7443)
   --admin-listen H:P      /metrics, /healthz, /readyz (default 0.0.0.0:9464; "off" disables)
@@ -110,6 +140,7 @@ Examples:
     const podName = values["pod-name"] ?? io.env.POD_NAME;
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-proxy" });
+    const registry = new Registry();
     const injected = values.injected === true;
     if (injected && values["sa-dir"] === undefined) throw new UsageError("--sa-dir", "--injected needs --sa-dir, the emptyDir the app containers mount");
     if (injected && (values["tls-cert"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
@@ -125,8 +156,30 @@ Examples:
           ...(values["certificate-authority"] === undefined ? {} : { caFile: values["certificate-authority"] }),
         });
     const ranges = staticRanges(spec, podName);
-    if (ranges === undefined) throw new ConfigError("--shards", "ring mode needs the ring member, which this build does not include yet; use i/N, ordinal/N or a selector");
-    const ownership: OwnershipSource = new StaticOwnership(ranges);
+    let member: RingMember | undefined;
+    let ownership: OwnershipSource;
+    if (ranges === undefined) {
+      // Ring mode: the sidecar's own identity (never the controller's) holds
+      // the member Lease and reads the ShardRing.
+      const ring = values.ring;
+      const namespace = values["pod-namespace"] ?? io.env.POD_NAMESPACE;
+      if (ring === undefined || ring === "") throw new UsageError("--ring", "--shards ring needs --ring NAME (the webhook sets it from shardcar.io/ring or the owning workload)");
+      if (podName === undefined || namespace === undefined) throw new UsageError("--pod-name", "--shards ring needs --pod-name and --pod-namespace (or POD_NAME and POD_NAMESPACE)");
+      const handoff = values.handoff ?? "overlap";
+      if (handoff !== "overlap" && handoff !== "exclusive") throw new UsageError("--handoff", `invalid --handoff ${JSON.stringify(handoff)}: expected overlap or exclusive`);
+      member = new RingMember({
+        kubeConfig: sidecarKubeConfig({ injected, realSaDir, env: io.env, kubeconfig: values.kubeconfig, server: values.server, caFile: values["certificate-authority"] }),
+        namespace,
+        ring,
+        member: podName,
+        mode: handoff === "overlap" ? HandoffMode.Overlap : HandoffMode.Exclusive,
+        log: logger.child({ component: "ring-member" }),
+        registry,
+      });
+      ownership = member;
+    } else {
+      ownership = new StaticOwnership(ranges);
+    }
     const lockSpec = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
     const identity = shardIdentity(spec, podName) ?? podName;
     if (lockSpec !== undefined && identity === undefined) {
@@ -134,6 +187,18 @@ Examples:
     }
     const lock = lockSpec === undefined || identity === undefined ? undefined : { spec: lockSpec, identity };
     const readiness: ReadinessCheck[] = [];
+    if (member !== undefined) {
+      let started = false;
+      const m = member;
+      readiness.push({ name: "ring-member", check: () => (started ? undefined : "the member Lease is not held yet") });
+      // Joins in the background: the proxy serves (owning nothing) meanwhile.
+      m.start(io.signal).then(
+        () => {
+          started = true;
+        },
+        (e: unknown) => logger.error({ err: e instanceof Error ? e.message : String(e) }, "ring member failed to start"),
+      );
+    }
     let tls: { cert: string; key: string } | undefined;
     let injectedMode: InjectedMode | undefined;
     if (injected) {
@@ -162,6 +227,7 @@ Examples:
       fallback,
       logger,
       readiness,
+      registry,
       ...(lock === undefined ? {} : { lock }),
       bookmarkIntervalMs,
       relistJitterMs,
@@ -170,6 +236,8 @@ Examples:
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => r.resource) }, "proxy ready");
     io.stdout.write(`shardcar proxy listening on ${running.url}\n`);
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
+    // Leave the ring first: ranges are handed over while the proxy still serves.
+    await member?.leave();
     await running.close();
     await injectedMode?.close();
     return 0;
