@@ -15,13 +15,13 @@ export interface ReadinessCheck {
 export interface AdminOptions {
   readonly registry: Registry;
   readonly readiness: readonly ReadinessCheck[];
-  /** Extra JSON for /debug/shardcar (stats, owned ranges). */
-  readonly debug?: () => unknown;
+  /** Extra JSON for /debug/shardcar (stats, owned ranges), given the request's query. */
+  readonly debug?: (query: URLSearchParams) => unknown;
 }
 
 export function createAdminServer(opts: AdminOptions): Server {
   return createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
+    const [path, search] = (req.url ?? "/").split("?");
     if (req.method !== "GET") {
       res.writeHead(405).end();
       return;
@@ -44,7 +44,7 @@ export function createAdminServer(opts: AdminOptions): Server {
         );
         return;
       case "/debug/shardcar":
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(opts.debug?.() ?? {}, (_k, v: unknown) => (typeof v === "bigint" ? `0x${v.toString(16).padStart(16, "0")}` : v), 2));
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(opts.debug?.(new URLSearchParams(search ?? "")) ?? {}, (_k, v: unknown) => (typeof v === "bigint" ? `0x${v.toString(16).padStart(16, "0")}` : v), 2));
         return;
       default:
         res.writeHead(404).end();

@@ -114,11 +114,16 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     admin = createAdminServer({
       registry,
       readiness: cfg.readiness ?? [],
-      debug: () => ({
-        generation: cfg.ownership.current().generation,
-        ranges: cfg.ownership.current().ranges.map((r) => ({ start: formatBound(r.start), end: formatBound(r.end) })),
-        resources: Object.fromEntries(proxy.stats()),
-      }),
+      debug: (query) => {
+        const key = query.get("key");
+        return {
+          generation: cfg.ownership.current().generation,
+          ranges: cfg.ownership.current().ranges.map((r) => ({ start: formatBound(r.start), end: formatBound(r.end) })),
+          resources: Object.fromEntries(proxy.stats()),
+          // ?key=<uid or namespace>: did a watch recently deliver it? (audit --canary)
+          ...(key === null ? {} : { key, delivered: proxy.delivered(key) }),
+        };
+      },
     });
     const a = await listen(admin, cfg.admin);
     adminUrl = `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`;

@@ -19,6 +19,7 @@ import { classify, indexResources, type ResourceIndex, type ResourceRequest } fr
 import type { ProxyMetrics } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
+import { RecentKeys, RecordingMatcher } from "./recent.ts";
 import { RelistTracker } from "./relist.ts";
 import { rewriteQuery } from "./rewrite.ts";
 import { createJsonListFilter } from "./scan/json-list-filter.ts";
@@ -120,6 +121,7 @@ export class ShardProxy {
   readonly #state = new WeakMap<IncomingMessage, ShardedState>();
   readonly #watches = new Set<OpenWatch>();
   readonly #stats = new Map<string, ResourceStats>();
+  readonly #recent = new Map<string, RecentKeys>();
   readonly #relists: RelistTracker;
   readonly #unsubscribe: () => void;
   #closed = false;
@@ -278,6 +280,24 @@ export class ShardProxy {
       res.writeHead(proxyRes.statusCode ?? 502, headers);
       res.end(body);
     });
+  }
+
+  /**
+   * Whether a watch of each resource recently passed an event whose shard
+   * key (uid or namespace, per the resource's key) is `key`. Remembers the
+   * last {@link RECENT_KEYS_PER_RESOURCE} events per resource.
+   */
+  delivered(key: string): Record<string, boolean> {
+    return Object.fromEntries([...this.#recent].map(([id, r]) => [id, r.has(key)]));
+  }
+
+  #recentFor(id: string): RecentKeys {
+    let r = this.#recent.get(id);
+    if (r === undefined) {
+      r = new RecentKeys();
+      this.#recent.set(id, r);
+    }
+    return r;
   }
 
   #statsFor(id: string): ResourceStats {
@@ -455,7 +475,7 @@ export class ShardProxy {
     const rv = q.get("resourceVersion");
     const initialEvents = isTrue(q.get("sendInitialEvents")) || rv === null || rv === "" || rv === "0";
     const filterOpts = {
-      matcher: new HashMatcher(this.#opts.unsafeSkipWatchFilter === true ? [FULL_RANGE] : st.ranges),
+      matcher: new RecordingMatcher(this.#opts.unsafeSkipWatchFilter === true ? [FULL_RANGE] : st.ranges, this.#recentFor(id)),
       key: st.request.resource.key,
       allowBookmarks: isTrue(q.get("allowWatchBookmarks")),
       initialEvents,
