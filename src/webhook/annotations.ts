@@ -7,6 +7,7 @@
  * Pure: no I/O, no clock.
  */
 import { ConfigError } from "../errors.ts";
+import { parseLockSpec } from "../proxy/lock-rename.ts";
 import { canonicalSelector } from "../shard/selector.ts";
 import { parseResources, parseShardSpec, type ShardSpec, type ShardedResource } from "../shard/spec.ts";
 
@@ -38,7 +39,7 @@ export interface PodSettings {
   readonly ring: string | undefined;
   readonly fallback: Fallback;
   readonly handoff: Handoff;
-  /** The lock's name from `leases/<name>`. */
+  /** The controller's lock, `<resource>/<name>` (leases, configmaps or endpoints). */
   readonly leaderElection: string | undefined;
   readonly kubeconfig: boolean;
 }
@@ -51,14 +52,9 @@ export type InjectToggle =
   | { readonly ok: false; readonly problem: string };
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 // A ring name becomes a label value on member Leases (63 characters at most)
 // and part of the Lease name `shardcar-<ring>-<pod>`.
 const MAX_RING = 63;
-// The proxy renames the lock to `<name>-<shard identity>`, where the identity
-// is at most a 63-character member or pod name; with the dash, `<name>` may
-// use at most 253 - 64 = 189 of a Lease name's 253 characters.
-const MAX_LOCK = 189;
 
 /**
  * Reads the `shardcar.io/inject` toggle. The label wins over the annotation
@@ -138,14 +134,13 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
   let leaderElection: string | undefined;
   const rawLock = get(ANNOTATIONS.leaderElection);
   if (rawLock !== undefined) {
-    const m = /^leases\/(.+)$/.exec(rawLock);
-    const name = m?.[1];
-    if (name === undefined || !DNS_SUBDOMAIN.test(name) || name.length > MAX_LOCK) {
-      problems.push(
-        `invalid ${ANNOTATIONS.leaderElection} ${JSON.stringify(rawLock)}: allowed is leases/<name>, with <name> the controller's Lease lock, a DNS-1123 subdomain of at most ${MAX_LOCK} characters (e.g. leases/my-controller)`,
-      );
-    } else {
-      leaderElection = name;
+    // The proxy's own parser: the annotation accepts exactly what
+    // `shardcar proxy --leader-election` accepts.
+    try {
+      const lock = parseLockSpec(rawLock, ANNOTATIONS.leaderElection);
+      leaderElection = `${lock.resource}/${lock.name}`;
+    } catch (e) {
+      problems.push(configMessage(e));
     }
   }
 

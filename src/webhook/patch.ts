@@ -120,7 +120,7 @@ function sidecar(plan: InjectionPlan): JsonObject {
     settings.fallback,
     "--handoff",
     settings.handoff,
-    ...(settings.leaderElection === undefined ? [] : ["--leader-election", `leases/${settings.leaderElection}`]),
+    ...(settings.leaderElection === undefined ? [] : ["--leader-election", settings.leaderElection]),
     "--sa-dir",
     SIDECAR_SHARED_DIR,
     ...(settings.kubeconfig ? ["--write-kubeconfig"] : []),

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../log.ts";
 import type { InjectorConfig } from "./config.ts";
+import type { TlsMaterial } from "./pki.ts";
 import { completeReview, errored, type AdmissionReviewResponse } from "./response.ts";
 import { reviewPodAdmission, type ReviewOutcome } from "./review.ts";
 
@@ -24,13 +25,6 @@ export const MUTATE_PODS_PATH = "/mutate-pods";
  * `maxRequestSize`.
  */
 export const MAX_REVIEW_BYTES = 7 * 1024 * 1024;
-
-export interface TlsMaterial {
-  /** PEM private key. */
-  readonly key: string;
-  /** PEM certificate chain, leaf first. */
-  readonly cert: string;
-}
 
 export interface WebhookServerOptions {
   readonly host: string;

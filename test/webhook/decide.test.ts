@@ -138,6 +138,13 @@ rows.push(
     want: skipped("not-opted-in"),
   },
   {
+    name: "an old client-go ConfigMap lock is accepted, as the proxy's --leader-election accepts it",
+    edit: (p) => {
+      p.metadata["annotations"] = { "shardcar.io/resources": "pods", "shardcar.io/leader-election": "configmaps/ctrl-lock" };
+    },
+    want: plan((p) => (p.settings.leaderElection === "configmaps/ctrl-lock" ? undefined : String(p.settings.leaderElection))),
+  },
+  {
     name: "a static selector is accepted and needs no ring",
     edit: (p) => {
       p.metadata["annotations"] = {

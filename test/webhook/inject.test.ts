@@ -74,7 +74,7 @@ const DENIED_MENTIONS: Record<string, string[]> = {
   "invalid-ring-with-static-shards.pod.json": ["shardcar.io/ring", '"guestbook"', '"0/2"', "only with shardcar.io/shards: ring"],
   "invalid-fallback.pod.json": ["shardcar.io/fallback", '"ignore"', '"filter" and "fail"'],
   "invalid-handoff.pod.json": ["shardcar.io/handoff", '"graceful"', '"overlap" and "exclusive"'],
-  "invalid-leader-election.pod.json": ["shardcar.io/leader-election", '"configmaps/guestbook-lock"', "leases/<name>"],
+  "invalid-leader-election.pod.json": ["shardcar.io/leader-election", '"secrets/guestbook-lock"', "leases/<name>, configmaps/<name> or endpoints/<name>"],
   "invalid-kubeconfig.pod.json": ["shardcar.io/kubeconfig", '"yes"', '"true" and "false"'],
   "invalid-unknown-annotation.pod.json": ["unknown annotation shardcar.io/shard", "shardcar.io/shards"],
   "invalid-several-at-once.pod.json": ['shardcar.io/fallback "Filter"', 'shardcar.io/handoff ""', 'shardcar.io/kubeconfig "1"'],
