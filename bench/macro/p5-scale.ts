@@ -1,0 +1,272 @@
+/**
+ * P5, scale: N = 1, 2, 4, 8 controller replicas, each a real
+ * `@kubernetes/client-node` pod informer in its own process, behind its own
+ * `shardcar proxy` process (`--shards i/N`), against a devapi process with
+ * 20,000 pods of 2–6 KB (quick: 2,000), under churn. For each N, three
+ * configurations in the same run:
+ *
+ * - gate on: devapi applies the shard selector (the fast path);
+ * - gate off: devapi ignores it and each proxy filters (the price of fallback);
+ * - no proxy: the same controllers straight to devapi, each listing
+ *   everything — client-side sharding's cost, and the baseline `total`.
+ *
+ * Measured per replica: response body bytes reaching the controller
+ * (counted inside it, through undici's diagnostics channel; wire bytes too),
+ * bytes the proxy read from upstream (its own stats), objects in the cache
+ * (and whether it holds exactly its shard), controller heap after GC,
+ * controller and proxy RSS.
+ *
+ * Every hop is verified TLS (devapi serves HTTPS with a bench CA; each
+ * proxy serves TLS to its controller), as in a cluster. Churn: a fixed,
+ * seeded set of merge patches at a fixed rate, started once every cache has
+ * synced; the figures are taken once every cache holds the last version of
+ * every churned pod it owns.
+ *
+ * Targets (design.md): bytes to each controller ≤ 1.1·total/N; with the gate
+ * on, upstream bytes per proxy ≤ 1.1·total/N. As ratios: total/bytes ≥ N/1.1.
+ *
+ * Usage: node bench/macro/p5-scale.ts [--quick]
+ *   P5_PODS, P5_NS ("1,2,4,8"), P5_CHURN, P5_CHURN_RATE override the sizes.
+ */
+import { fileURLToPath } from "node:url";
+import { HashMatcher, shardRange } from "../../src/shard/range.ts";
+import type { Bench, BenchResult } from "../lib.ts";
+import type { MeasureReply } from "../support/controller-child.ts";
+import { ask, CLI, forkTs, httpGet, rssOf, start, stopAll, until, type Child } from "../support/proc.ts";
+import type { ChurnReply } from "../support/scale-devapi.ts";
+import { benchTls, type BenchTls } from "../support/tls.ts";
+
+const CONTROLLER = fileURLToPath(new URL("../support/controller-child.ts", import.meta.url));
+const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
+const MB = 1e6;
+/** design.md P5: at most 10% over an even share. */
+const SLACK = 1.1;
+
+type Mode = "on" | "off" | "none";
+
+export interface ReplicaFigures {
+  readonly objects: number;
+  readonly expected: number;
+  readonly outOfRange: number;
+  readonly bytesToController: number;
+  readonly wireToController: number;
+  readonly upstreamBytes: number;
+  readonly heapUsed: number;
+  readonly controllerRss: number;
+  readonly proxyRss: number;
+  readonly proxyPeakRss: number;
+  readonly syncMs: number;
+}
+
+interface ProxyProc {
+  readonly child: Child;
+  readonly url: string;
+  readonly admin: string;
+}
+
+const envStr = (name: string): string | undefined => {
+  const v = process.env[name];
+  return v === undefined || v === "" ? undefined : v;
+};
+
+async function startProxyProc(i: number, n: number, upstream: string, tls: BenchTls): Promise<ProxyProc> {
+  const child = start(`proxy-${i}/${n}`, process.execPath, [
+    CLI,
+    "proxy",
+    "--server",
+    upstream,
+    "--certificate-authority",
+    tls.caFile,
+    "--resources",
+    "pods",
+    "--shards",
+    `${i}/${n}`,
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--tls-cert",
+    tls.certFile,
+    "--tls-key",
+    tls.keyFile,
+    "--log-level",
+    "info",
+  ]);
+  const m = await child.waitLine(/"msg":"proxy ready"/, 60_000);
+  const line = JSON.parse(m.input) as { url?: string; admin?: string };
+  if (line.url === undefined || line.admin === undefined) throw new Error(`proxy ready line without url/admin: ${m.input}`);
+  return { child, url: line.url, admin: line.admin };
+}
+
+interface ProxyStats {
+  upstreamBytes: number;
+  clientBytes: number;
+  lists: number;
+}
+
+async function proxyStats(p: ProxyProc): Promise<ProxyStats> {
+  const r = await httpGet(`${p.admin}/debug/shardcar`);
+  const body = JSON.parse(r.body) as { resources?: { pods?: ProxyStats } };
+  return body.resources?.pods ?? { upstreamBytes: 0, clientBytes: 0, lists: 0 };
+}
+
+/** Runs one configuration: N replicas in `mode`, churn, convergence, figures. */
+async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl: string, uids: readonly string[], tls: BenchTls, churn: { count: number; rate: number; seed: number }): Promise<ReplicaFigures[]> {
+  await ask(devapi, { type: "gate", mode: mode === "off" ? "off" : "on" }, "gate", 10_000);
+  const matchers = Array.from({ length: n }, (_, i) => new HashMatcher([shardRange(i, n)]));
+  const proxies: ProxyProc[] = mode === "none" ? [] : await Promise.all(matchers.map((_, i) => startProxyProc(i, n, devapiUrl, tls)));
+  const controllers: Child[] = [];
+  try {
+    const synced = await Promise.all(
+      matchers.map(async (_, i) => {
+        const args = ["--server", proxies[i]?.url ?? devapiUrl, "--ca", tls.caFile, "--token", `bench-controller-${i}`, ...(mode === "none" ? [] : ["--shard", `${i}/${n}`])];
+        const c = forkTs(`controller-${i}/${n}-${mode}`, CONTROLLER, args, ["--expose-gc"]);
+        controllers.push(c);
+        return ask<{ objects: number; ms: number }>(c, { type: "" }, "synced", 300_000);
+      }),
+    );
+    const churned = await ask<ChurnReply>(devapi, { type: "churn", ...churn }, "churned", 60_000 + (churn.count * 1000) / churn.rate);
+    const expect = controllers.map((_, i) =>
+      Object.entries(churned.final)
+        .filter(([, [, uid]]) => mode === "none" || (matchers[i]?.matchesString(uid) ?? false))
+        .map(([key, [rv]]) => [key, rv] as [string, string]),
+    );
+    const caughtUp = await until(
+      async () => {
+        const behind = await Promise.all(controllers.map((c, i) => ask<{ behind: number }>(c, { type: "check", expect: expect[i] }, "check", 30_000)));
+        return behind.every((b) => b.behind === 0);
+      },
+      60_000,
+      100,
+    );
+    if (!caughtUp) throw new Error(`N=${n} ${mode}: caches did not catch up with the churn within 60 s`);
+    const measures = await Promise.all(controllers.map((c) => ask<MeasureReply>(c, { type: "measure" }, "measure", 60_000)));
+    const stats = await Promise.all(proxies.map((p) => proxyStats(p)));
+    return measures.map((m, i) => {
+      const p = proxies[i];
+      const mem = p === undefined ? { rss: 0, peak: 0 } : rssOf(p.child.pid);
+      return {
+        objects: m.objects,
+        expected: mode === "none" ? uids.length : uids.filter((u) => matchers[i]?.matchesString(u) ?? false).length,
+        outOfRange: m.outOfRange,
+        bytesToController: m.bodyBytes,
+        wireToController: m.wireBytes,
+        upstreamBytes: stats[i]?.upstreamBytes ?? 0,
+        heapUsed: m.heapUsed,
+        controllerRss: m.rss,
+        proxyRss: mem.rss,
+        proxyPeakRss: mem.peak,
+        syncMs: synced[i]?.ms ?? 0,
+      };
+    });
+  } finally {
+    await Promise.all(controllers.map((c) => c.stop()));
+    await Promise.all(proxies.map((p) => p.child.stop()));
+  }
+}
+
+const maxOf = (xs: readonly number[]): number => xs.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
+const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+const r1 = (x: number): number => Math.round(x * 10) / 10;
+const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+export const bench: Bench = async ({ quick }) => {
+  const pods = Number(envStr("P5_PODS") ?? (quick ? 2_000 : 20_000));
+  const ns = (envStr("P5_NS") ?? (quick ? "1,2,4,8" : "1,2,4,8")).split(",").map(Number);
+  const churn = { count: Number(envStr("P5_CHURN") ?? (quick ? 100 : 1_000)), rate: Number(envStr("P5_CHURN_RATE") ?? 200), seed: 1 };
+  const tls = await benchTls("p5");
+  const devapi = forkTs("devapi", DEVAPI, ["--pods", String(pods), "--cert", tls.certFile, "--key", tls.keyFile]);
+  try {
+    const ready = await ask<{ url: string; pods: number; bytes: number }>(devapi, { type: "" }, "ready", 300_000);
+    const { uids } = await ask<{ uids: string[] }>(devapi, { type: "inventory" }, "inventory", 60_000);
+    const results: BenchResult[] = [];
+    for (const n of ns) {
+      const figs: Record<Mode, ReplicaFigures[]> = { none: [], on: [], off: [] };
+      for (const mode of ["none", "on", "off"] as const) {
+        figs[mode] = await runConfig(n, mode, devapi, ready.url, uids, tls, { ...churn, seed: churn.seed + n });
+      }
+      // total: what one controller receives when it lists and watches everything.
+      const total = mean(figs.none.map((f) => f.bytesToController));
+      const noneHeap = mean(figs.none.map((f) => f.heapUsed));
+      const noneRss = mean(figs.none.map((f) => f.controllerRss));
+      for (const mode of ["on", "off"] as const) {
+        const f = figs[mode];
+        const exact = f.every((x) => x.objects === x.expected && x.outOfRange === 0);
+        const common = {
+          n,
+          gate: mode,
+          pods,
+          churn: churn.count,
+          exact: exact ? "yes" : "no",
+          objectsMin: Math.min(...f.map((x) => x.objects)),
+          objectsMax: maxOf(f.map((x) => x.objects)),
+          objectsNoProxy: Math.round(mean(figs.none.map((x) => x.objects))),
+          totalMB: r3(total / MB),
+          evenShareMB: r3(total / n / MB),
+        };
+        const toCtl = maxOf(f.map((x) => x.bytesToController));
+        results.push({
+          id: "P5",
+          name: `bytes to each controller, gate ${mode}, N=${n}`,
+          candidate: { label: "most to one controller, via shardcar", value: r3(toCtl / MB), unit: "MB" },
+          baseline: { label: "one controller without proxy (total)", value: r3(total / MB), unit: "MB" },
+          ratio: total / toCtl,
+          target: n / SLACK,
+          extra: {
+            ...common,
+            metric: "bytes-to-controller",
+            meanMB: r3(mean(f.map((x) => x.bytesToController)) / MB),
+            wireMaxMB: r3(maxOf(f.map((x) => x.wireToController)) / MB),
+            wireNoProxyMB: r3(mean(figs.none.map((x) => x.wireToController)) / MB),
+          },
+        });
+        const up = maxOf(f.map((x) => x.upstreamBytes));
+        results.push({
+          id: "P5",
+          name: `upstream bytes per proxy, gate ${mode}, N=${n}${mode === "off" ? " (the price of fallback)" : ""}`,
+          candidate: { label: "most one proxy read from devapi", value: r3(up / MB), unit: "MB" },
+          baseline: { label: "one controller without proxy (total)", value: r3(total / MB), unit: "MB" },
+          ratio: total / up,
+          ...(mode === "on" ? { target: n / SLACK } : {}),
+          extra: { ...common, metric: "upstream-bytes", meanMB: r3(mean(f.map((x) => x.upstreamBytes)) / MB) },
+        });
+        const heap = maxOf(f.map((x) => x.heapUsed));
+        results.push({
+          id: "P5",
+          name: `controller heap after GC, gate ${mode}, N=${n}`,
+          candidate: { label: "largest controller heap, via shardcar", value: r1(heap / MB), unit: "MB" },
+          baseline: { label: "controller heap without proxy", value: r1(noneHeap / MB), unit: "MB" },
+          ratio: noneHeap / heap,
+          extra: { ...common, metric: "controller-heap", meanMB: r1(mean(f.map((x) => x.heapUsed)) / MB) },
+        });
+        const perReplica = maxOf(f.map((x) => x.controllerRss + x.proxyRss));
+        results.push({
+          id: "P5",
+          name: `memory per replica (controller RSS + proxy RSS), gate ${mode}, N=${n}`,
+          candidate: { label: "controller + proxy RSS, largest replica", value: r1(perReplica / MB), unit: "MB" },
+          baseline: { label: "controller RSS without proxy", value: r1(noneRss / MB), unit: "MB" },
+          ratio: noneRss / perReplica,
+          extra: {
+            ...common,
+            metric: "replica-rss",
+            proxyRssMaxMB: r1(maxOf(f.map((x) => x.proxyRss)) / MB),
+            proxyPeakRssMaxMB: r1(maxOf(f.map((x) => x.proxyPeakRss)) / MB),
+            controllerRssMaxMB: r1(maxOf(f.map((x) => x.controllerRss)) / MB),
+            syncMsMax: Math.round(maxOf(f.map((x) => x.syncMs))),
+            syncMsNoProxy: Math.round(maxOf(figs.none.map((x) => x.syncMs))),
+          },
+        });
+      }
+    }
+    return results;
+  } finally {
+    if (devapi.proc.connected) devapi.proc.send({ type: "exit" });
+    await stopAll();
+    tls.remove();
+  }
+};
+
+if (import.meta.main) {
+  const results = await bench({ quick: process.argv.includes("--quick") });
+  console.log(JSON.stringify(results, null, 2));
+}

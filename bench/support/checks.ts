@@ -1,0 +1,80 @@
+/**
+ * Turning bench results into pass/miss verdicts. Pure.
+ *
+ * A result carries its target in one of three forms:
+ * - `target`: a ratio (higher is better) — met when `ratio ≥ target`;
+ * - `extra.targetMax` (or `extra.targetMaxMB` when the unit is MB): an upper
+ *   bound on the candidate value, in its unit — met when `value ≤ max`
+ *   (P6's 80 MB and 1 s, P3's 64 MB of RSS growth);
+ * - `extra.targetMaxAddedMs`: an upper bound on `extra.addedMs`, the latency
+ *   the proxy adds over the direct path (P1).
+ *
+ * `tolerance` loosens each bound by that fraction: a ratio may fall to
+ * `target·(1 − t)`, a maximum may grow to `max·(1 + t)`.
+ */
+import type { BenchResult } from "../lib.ts";
+
+/**
+ * The quick (CI) mode's tolerance: 25%. Quick inputs are a tenth of the full
+ * ones (so fixed costs weigh more), runs are short, and CI machines are
+ * noisy; a real regression (a lost fast path, filtering turned off, a
+ * per-item allocation) moves these ratios by far more than that. Full runs
+ * use no tolerance: the report says met or missed against the target itself.
+ */
+export const QUICK_TOLERANCE = 0.25;
+
+export interface Check {
+  readonly id: string;
+  readonly name: string;
+  readonly kind: "ratio" | "max" | "added";
+  /** The target as design.md states it (ratio, maximum value, or maximum added ms). */
+  readonly target: number;
+  /** The bound actually applied, after the tolerance. */
+  readonly bound: number;
+  readonly measured: number;
+  readonly unit: string;
+  readonly pass: boolean;
+}
+
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+export function checksOf(r: BenchResult, tolerance: number): Check[] {
+  const out: Check[] = [];
+  if (r.target !== undefined) {
+    const bound = r.target * (1 - tolerance);
+    out.push({ id: r.id, name: r.name, kind: "ratio", target: r.target, bound, measured: r.ratio, unit: "×", pass: r.ratio >= bound });
+  }
+  const max = num(r.extra?.["targetMax"]) ?? (r.candidate.unit === "MB" ? num(r.extra?.["targetMaxMB"]) : undefined);
+  if (max !== undefined) {
+    const bound = max * (1 + tolerance);
+    out.push({ id: r.id, name: r.name, kind: "max", target: max, bound, measured: r.candidate.value, unit: r.candidate.unit, pass: r.candidate.value <= bound });
+  }
+  const added = num(r.extra?.["targetMaxAddedMs"]);
+  const addedMs = num(r.extra?.["addedMs"]);
+  if (added !== undefined && addedMs !== undefined) {
+    const bound = added * (1 + tolerance);
+    out.push({ id: r.id, name: r.name, kind: "added", target: added, bound, measured: addedMs, unit: "ms", pass: addedMs <= bound });
+  }
+  return out;
+}
+
+/** "≥ 4×", "≤ 80 MB", "≤ +0.3 ms". */
+export function describeTarget(c: Pick<Check, "kind" | "target" | "unit">): string {
+  switch (c.kind) {
+    case "ratio":
+      return `≥ ${fmtNum(c.target)}×`;
+    case "max":
+      return `≤ ${fmtNum(c.target)} ${c.unit}`;
+    case "added":
+      return `≤ +${fmtNum(c.target)} ms`;
+  }
+}
+
+export function fmtNum(v: number): string {
+  if (!Number.isFinite(v)) return String(v);
+  const a = Math.abs(v);
+  if (a >= 100) return String(Math.round(v));
+  if (a >= 10) return v.toFixed(1);
+  if (a >= 1) return v.toFixed(2);
+  return v.toPrecision(2);
+}

@@ -1,0 +1,288 @@
+/**
+ * docs/performance.md and docs/perf/*.svg, regenerated from the results
+ * file after every full run. Everything in the report comes from the
+ * results, except the analysis paragraphs (causes of misses, plans, the
+ * profiling log), which live in ./notes.ts next to the code that measures.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { BenchResult } from "../lib.ts";
+import type { BenchRun, ResultsFile } from "../run.ts";
+import { describeTarget, fmtNum, type Check } from "./checks.ts";
+import { NOTES } from "./notes.ts";
+import { barChart, lineChart, PALETTE } from "./svg.ts";
+
+/** The targets as design.md states them, in order. */
+const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
+  { id: "P1", what: "pass-through GET latency added by the proxy at 1,000 req/s", target: "p50 ≤ 0.3 ms, p99 ≤ 2 ms; throughput ratio vs direct reported" },
+  { id: "P2", what: "sharded LIST, server filtered (fast path)", target: "≥ 0.8× a raw byte pipe" },
+  { id: "P3", what: "sharded LIST, server ignored (filter path), 200 MB JSON", target: "≥ 4× JSON.parse+filter+stringify; peak RSS growth ≤ 64 MB" },
+  { id: "P4", what: "WATCH filtering, about 2 KB events", target: "≥ 4× a line splitter + JSON.parse (ndjson)" },
+  { id: "P5", what: "N = 1, 2, 4, 8 replicas, gate on and gate off", target: "bytes to each controller ≤ 1.1·total/N; gate on: upstream bytes per proxy ≤ 1.1·total/N" },
+  { id: "P6", what: "idle sidecar", target: "RSS ≤ 80 MB; start to ready ≤ 1 s" },
+  { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
+];
+
+const baseId = (id: string): string => /^P\d+/.exec(id)?.[0] ?? id;
+
+function checksFor(run: BenchRun, r: BenchResult): Check[] {
+  return run.checks.filter((c) => c.id === r.id && c.name === r.name);
+}
+
+function status(checks: readonly Check[]): string {
+  if (checks.length === 0) return "reported";
+  return checks.every((c) => c.pass) ? "✅ met" : "❌ missed";
+}
+
+function targetText(checks: readonly Check[]): string {
+  return checks.length === 0 ? "—" : checks.map((c) => describeTarget(c)).join(", ");
+}
+
+function runLine(run: BenchRun): string {
+  const m = run.machine;
+  return `Run \`${run.name}\` (${run.file}): ${run.date.slice(0, 16).replace("T", " ")} UTC, ${run.seconds} s, ${run.quick ? "quick" : "full"} size, load average ${run.load1Before} → ${run.load1After}; ${m.cpu}, ${m.cores} cores, ${m.memoryGB} GB, Node ${m.node}, commit ${m.commit}.`;
+}
+
+function genericTable(runs: readonly BenchRun[], id: string): string {
+  const rows: string[] = ["| bench | figure | candidate | baseline | ratio | target | status |", "|---|---|---|---|---|---|---|"];
+  for (const run of runs) {
+    for (const r of run.results.filter((x) => baseId(x.id) === id)) {
+      const c = checksFor(run, r);
+      rows.push(
+        `| ${run.name} | ${r.name} | ${r.candidate.label}: **${fmtNum(r.candidate.value)} ${r.candidate.unit}** | ${r.baseline.label}: ${fmtNum(r.baseline.value)} ${r.baseline.unit} | ${fmtNum(r.ratio)}× | ${targetText(c)} | ${status(c)} |`,
+      );
+    }
+  }
+  return rows.join("\n");
+}
+
+function extraNum(r: BenchResult, key: string): number | undefined {
+  const v = r.extra?.[key];
+  return typeof v === "number" ? v : undefined;
+}
+
+function extraStr(r: BenchResult, key: string): string | undefined {
+  const v = r.extra?.[key];
+  return v === undefined ? undefined : String(v);
+}
+
+interface Section {
+  readonly md: string[];
+  readonly svgs: Record<string, string>;
+}
+
+function p1Section(run: BenchRun): Section {
+  const md: string[] = [];
+  const svgs: Record<string, string> = {};
+  const rs = run.results;
+  for (const kind of ["get", "list"]) {
+    const mine = rs.filter((r) => extraStr(r, "kind") === kind);
+    if (mine.length === 0) continue;
+    md.push(`**${kind === "get" ? "GET one pod (~1 KB, passed through)" : "LIST ten pods (~10 KB, sharded, fast path)"}**`, "");
+    md.push("| rate | percentile | direct | through proxy | added | ratio | target | status |", "|---|---|---|---|---|---|---|---|");
+    for (const r of mine.filter((x) => extraStr(x, "percentile") !== "max-throughput")) {
+      const c = checksFor(run, r);
+      const pctl = extraStr(r, "percentile") === "p999" ? "p99.9" : (extraStr(r, "percentile") ?? "");
+      const achieved = extraNum(r, "achievedRpsProxy");
+      md.push(
+        `| ${extraNum(r, "rate") ?? ""} req/s${achieved === undefined ? "" : ` (achieved ${achieved})`} | ${pctl} | ${fmtNum(r.baseline.value)} ms | ${fmtNum(r.candidate.value)} ms | **${(extraNum(r, "addedMs") ?? 0) >= 0 ? "+" : ""}${fmtNum(extraNum(r, "addedMs") ?? 0)} ms** | ${fmtNum(r.ratio)}× | ${targetText(c)} | ${status(c)} |`,
+      );
+    }
+    for (const r of mine.filter((x) => extraStr(x, "percentile") === "max-throughput")) {
+      md.push("", `Maximum throughput (closed loop, ${extraNum(r, "connections") ?? "?"} connections): direct ${fmtNum(r.baseline.value)} req/s, through the proxy ${fmtNum(r.candidate.value)} req/s, ratio **${fmtNum(r.ratio)}×**.`);
+    }
+    md.push("");
+    const rates = [...new Set(mine.map((r) => extraNum(r, "rate")).filter((x): x is number => x !== undefined))].sort((a, b) => a - b);
+    const val = (rate: number, p: string): number | undefined => {
+      const r = mine.find((x) => extraNum(x, "rate") === rate && extraStr(x, "percentile") === p);
+      return r === undefined ? undefined : Math.max(0, extraNum(r, "addedMs") ?? 0);
+    };
+    const name = `p1-${kind}-added-latency.svg`;
+    svgs[name] = barChart({
+      title: `P1: latency added by the proxy, ${kind === "get" ? "GET one pod" : "LIST ten pods"}`,
+      categories: rates.map((r) => `${r} req/s`),
+      series: [
+        { name: "p50", values: rates.map((r) => val(r, "p50")), color: PALETTE.blue },
+        { name: "p99", values: rates.map((r) => val(r, "p99")), color: PALETTE.orange },
+        { name: "p99.9", values: rates.map((r) => val(r, "p999")), color: PALETTE.red },
+      ],
+      xLabel: "offered load (open loop)",
+      yLabel: "added latency, ms (proxied − direct)",
+      ...(kind === "get" ? { hLines: [{ value: 2, label: "P1 p99 target: +2 ms at 1,000 req/s" }] } : {}),
+    });
+    md.push(`![P1 added latency, ${kind}](perf/${name})`, "");
+  }
+  return { md, svgs };
+}
+
+function p5Section(run: BenchRun): Section {
+  const md: string[] = [];
+  const rs = run.results;
+  const metric = (m: string, gate: string, n: number): BenchResult | undefined => rs.find((r) => extraStr(r, "metric") === m && extraStr(r, "gate") === gate && extraNum(r, "n") === n);
+  const ns = [...new Set(rs.map((r) => extraNum(r, "n")).filter((x): x is number => x !== undefined))].sort((a, b) => a - b);
+  const first = rs[0];
+  if (first !== undefined) {
+    md.push(`${extraNum(first, "pods") ?? "?"} pods of 2–6 KB (${fmtNum(extraNum(first, "totalMB") ?? 0)} MB for one controller that lists and watches everything, incl. churn: \`total\`), ${extraNum(first, "churn") ?? "?"} churn patches per configuration.`, "");
+  }
+  md.push(
+    "| N | gate | bytes to each controller (max) | total/N | total ÷ max (target ≥ N/1.1) | upstream per proxy (max) | objects per cache | exact shard | controller heap (no proxy) | proxy RSS (peak) | controller + proxy RSS (no proxy) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  );
+  for (const n of ns) {
+    for (const gate of ["on", "off"]) {
+      const b = metric("bytes-to-controller", gate, n);
+      const u = metric("upstream-bytes", gate, n);
+      const h = metric("controller-heap", gate, n);
+      const m = metric("replica-rss", gate, n);
+      if (b === undefined || u === undefined || h === undefined || m === undefined) continue;
+      const cb = checksFor(run, b);
+      const cu = checksFor(run, u);
+      md.push(
+        `| ${n} | ${gate} | ${fmtNum(b.candidate.value)} MB | ${fmtNum(extraNum(b, "evenShareMB") ?? 0)} MB | **${fmtNum(b.ratio)}×** (≥ ${fmtNum(n / 1.1)}) ${status(cb)} | ${fmtNum(u.candidate.value)} MB, ${fmtNum(u.ratio)}×${cu.length === 0 ? " (price of fallback)" : ` ${status(cu)}`} | ${extraNum(b, "objectsMin") ?? "?"}–${extraNum(b, "objectsMax") ?? "?"} (${extraNum(b, "objectsNoProxy") ?? "?"}) | ${extraStr(b, "exact") ?? "?"} | ${fmtNum(h.candidate.value)} MB (${fmtNum(h.baseline.value)} MB) | ${fmtNum(extraNum(m, "proxyRssMaxMB") ?? 0)} MB (${fmtNum(extraNum(m, "proxyPeakRssMaxMB") ?? 0)} MB) | ${fmtNum(m.candidate.value)} MB (${fmtNum(m.baseline.value)} MB) |`,
+      );
+    }
+  }
+  md.push("");
+  const cats = ns.map((n) => `N = ${n}`);
+  const series = (m: string, gate: string): Array<number | undefined> => ns.map((n) => metric(m, gate, n)?.candidate.value);
+  const baseline = (m: string): Array<number | undefined> => ns.map((n) => metric(m, "on", n)?.baseline.value);
+  const svgs: Record<string, string> = {};
+  svgs["p5-heap.svg"] = lineChart({
+    title: "P5: controller heap against N (memory ∝ 1/N)",
+    categories: cats,
+    series: [
+      { name: "no proxy (every replica caches all)", values: baseline("controller-heap"), color: PALETTE.grey },
+      { name: "shardcar, gate on", values: series("controller-heap", "on"), color: PALETTE.blue },
+      { name: "shardcar, gate off", values: series("controller-heap", "off"), color: PALETTE.orange },
+      { name: "no-proxy heap / N", values: ns.map((n, i) => ((baseline("controller-heap")[i] ?? Number.NaN) / n)), color: PALETTE.green, reference: true },
+    ],
+    xLabel: "replicas (N)",
+    yLabel: "heap used after GC, MB (largest replica)",
+  });
+  svgs["p5-bytes.svg"] = lineChart({
+    title: "P5: bytes reaching each controller against N",
+    categories: cats,
+    series: [
+      { name: "no proxy (total)", values: baseline("bytes-to-controller"), color: PALETTE.grey },
+      { name: "shardcar, gate on", values: series("bytes-to-controller", "on"), color: PALETTE.blue },
+      { name: "shardcar, gate off", values: series("bytes-to-controller", "off"), color: PALETTE.orange },
+      { name: "target 1.1·total/N", values: ns.map((n, i) => (1.1 * (baseline("bytes-to-controller")[i] ?? Number.NaN)) / n), color: PALETTE.red, reference: true },
+    ],
+    xLabel: "replicas (N)",
+    yLabel: "MB to the controller (largest replica)",
+  });
+  svgs["p5-upstream.svg"] = lineChart({
+    title: "P5: bytes each proxy reads from the apiserver against N",
+    categories: cats,
+    series: [
+      { name: "no proxy (total)", values: baseline("upstream-bytes"), color: PALETTE.grey },
+      { name: "gate on (server filters)", values: series("upstream-bytes", "on"), color: PALETTE.blue },
+      { name: "gate off (proxy filters: price of fallback)", values: series("upstream-bytes", "off"), color: PALETTE.orange },
+      { name: "target 1.1·total/N", values: ns.map((n, i) => (1.1 * (baseline("upstream-bytes")[i] ?? Number.NaN)) / n), color: PALETTE.red, reference: true },
+    ],
+    xLabel: "replicas (N)",
+    yLabel: "MB from upstream (largest proxy)",
+  });
+  md.push("![P5 controller heap against N](perf/p5-heap.svg)", "", "![P5 bytes to each controller against N](perf/p5-bytes.svg)", "", "![P5 upstream bytes per proxy against N](perf/p5-upstream.svg)", "");
+  return { md, svgs };
+}
+
+function ratioChart(run: BenchRun, id: string, file: string): Record<string, string> {
+  const rs = run.results.filter((r) => baseId(r.id) === id && r.target !== undefined);
+  if (rs.length === 0) return {};
+  return {
+    [file]: barChart({
+      title: `${id}: measured ratio against target (${run.name})`,
+      categories: rs.map((r) => r.id),
+      series: [
+        { name: "measured ratio", values: rs.map((r) => r.ratio), color: PALETTE.blue },
+        { name: "target", values: rs.map((r) => r.target), color: PALETTE.red },
+      ],
+      xLabel: rs.map((r) => r.name.split(" vs ")[0] ?? r.name).join(" | ").slice(0, 90),
+      yLabel: "ratio (higher is better)",
+    }),
+  };
+}
+
+function summaryRows(file: ResultsFile): string[] {
+  const rows = ["| # | what | target (design.md) | measured | status | bench |", "|---|---|---|---|---|---|"];
+  for (const t of TARGETS) {
+    const runs = file.runs.filter((r) => r.covers.includes(t.id));
+    const results = runs.flatMap((run) => run.results.filter((r) => baseId(r.id) === t.id).map((r) => ({ run, r })));
+    const checks = results.flatMap(({ run, r }) => checksFor(run, r));
+    let measured: string;
+    let st: string;
+    if (results.length === 0) {
+      const why = runs.map((r) => (r.status === "missing" ? `${r.file} not in the repository yet` : r.status === "failed" ? `${r.name} failed: ${(r.error ?? "").split("\n")[0] ?? ""}` : `${r.name}: no figure`)).join("; ");
+      measured = NOTES.pending[t.id] ?? (why || "not run");
+      st = "⏳ not measured";
+    } else {
+      measured = checks.length === 0 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ") : checks.map((c) => `${c.name.replace(/^(.{0,60}).*$/, "$1")}: ${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}`).join("<br>");
+      const missing = runs.filter((r) => r.status !== "ok");
+      st = status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
+    }
+    rows.push(`| ${t.id} | ${t.what} | ${t.target} | ${measured} | ${st} | ${runs.map((r) => `\`${r.name}\``).join(", ") || "—"} |`);
+  }
+  return rows;
+}
+
+/** Writes docs/performance.md and docs/perf/*.svg under `root`. */
+export function writeReport(file: ResultsFile, root: string): void {
+  const md: string[] = [];
+  const svgs: Record<string, string> = {};
+  const machines = [...new Set(file.runs.map((r) => `${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGB} GB RAM, Node ${r.machine.node}, ${r.machine.os}`))];
+  md.push(
+    "# Performance",
+    "",
+    "<!-- Generated by `npm run bench` (bench/run.ts → bench/support/report.ts) from bench/results/latest.json. Do not edit by hand: analysis text lives in bench/support/notes.ts. -->",
+    "",
+    "What shardcar costs (P1, P6), what its scanners achieve (P2–P4), and what it saves (P5), each measured as a candidate next to its baseline in the same run: a direct connection (the limit), a naive buffering proxy (`JSON.parse` + filter), and client-side sharding where every replica receives every byte. Targets are from design.md, “Performance targets”.",
+    "",
+    `Machine: ${machines.join("; ") || "unknown"}. Latest results: ${file.generated.slice(0, 10)}. Each section names its own run's date and load average: the machine is shared, and ratios measured side by side survive contention better than absolute figures do.`,
+    "",
+    "Reproduce: `npm run bench` (full, regenerates this file), `npm run bench -- p5-scale` (one bench), `npm run bench -- --quick` (the CI regression run: small inputs, under two minutes, fails when a figure misses its target by more than 25%).",
+    "",
+    "## Summary",
+    "",
+    ...summaryRows(file),
+    "",
+    NOTES.summary,
+    "",
+  );
+  for (const t of TARGETS) {
+    const runs = file.runs.filter((r) => r.covers.includes(t.id));
+    md.push(`## ${t.id}: ${t.what}`, "", `Target: ${t.target}.`, "");
+    for (const run of runs) {
+      md.push(runLine(run), "");
+      if (run.status !== "ok") md.push(`> ${run.status === "missing" ? "Not measured" : "Failed"}: ${(run.error ?? "").split("\n")[0] ?? ""}`, "");
+    }
+    if (runs.every((r) => !r.results.some((x) => baseId(x.id) === t.id))) {
+      md.push(NOTES.pending[t.id] ?? "Not measured yet.", "");
+    } else if (t.id === "P1") {
+      for (const run of runs) {
+        const s = p1Section(run);
+        md.push(...s.md);
+        Object.assign(svgs, s.svgs);
+      }
+    } else if (t.id === "P5") {
+      for (const run of runs) {
+        const s = p5Section(run);
+        md.push(...s.md);
+        Object.assign(svgs, s.svgs);
+      }
+    } else {
+      md.push(genericTable(runs, t.id), "");
+      for (const run of runs) {
+        const charts = ratioChart(run, t.id, `${t.id.toLowerCase()}-${run.name}.svg`);
+        for (const name of Object.keys(charts)) md.push(`![${t.id} ${run.name}](perf/${name})`, "");
+        Object.assign(svgs, charts);
+      }
+    }
+    const note = NOTES.sections[t.id];
+    if (note !== undefined) md.push(note, "");
+  }
+  md.push("## Profiling the hot paths", "", NOTES.profile, "");
+  mkdirSync(join(root, "docs", "perf"), { recursive: true });
+  for (const [name, svg] of Object.entries(svgs)) writeFileSync(join(root, "docs", "perf", name), svg);
+  writeFileSync(join(root, "docs", "performance.md"), md.join("\n").replace(/\n{3,}/g, "\n\n").trimEnd() + "\n");
+}
