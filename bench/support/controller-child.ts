@@ -18,14 +18,16 @@
  * Messages:
  * - `{ type: "check", expect: [[ns/name, rv], ...] }` → `{ type: "check", behind }`:
  *   how many of those objects the cache holds at an older version;
- * - `{ type: "measure" }` → {@link MeasureReply} (after two forced GCs).
+ * - `{ type: "measure" }` → {@link MeasureReply} (after two forced GCs);
+ * - `{ type: "exact", ranges: [[start, end], ...] }` (decimal strings) →
+ *   `{ type: "exact", objects, outOfRange }`: the cache against ring ranges.
  */
 import { subscribe } from "node:diagnostics_channel";
 import type { Socket } from "node:net";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from "@kubernetes/client-node";
-import { HashMatcher, shardRange } from "../../src/shard/range.ts";
+import { HashMatcher, makeRange, shardRange } from "../../src/shard/range.ts";
 
 export interface MeasureReply {
   readonly type: "measure";
@@ -80,7 +82,7 @@ if (import.meta.main) {
   process.send?.({ type: "synced", objects: informer.list().length, ms: performance.now() - t0 });
 
   process.on("message", (raw: unknown) => {
-    const m = raw as { type: string; expect?: Array<[string, string]> };
+    const m = raw as { type: string; expect?: Array<[string, string]>; ranges?: Array<[string, string]> };
     if (m.type === "check") {
       let behind = 0;
       for (const [key, rv] of m.expect ?? []) {
@@ -98,6 +100,10 @@ if (import.meta.main) {
       const mem = process.memoryUsage();
       const reply: MeasureReply = { type: "measure", objects: pods.length, outOfRange, heapUsed: mem.heapUsed, rss: mem.rss, bodyBytes, wireBytes: wireBytes() };
       process.send?.(reply);
+    } else if (m.type === "exact") {
+      const ranges = new HashMatcher((m.ranges ?? []).map(([a, b]) => makeRange(BigInt(a), BigInt(b))));
+      const pods = informer.list();
+      process.send?.({ type: "exact", objects: pods.length, outOfRange: pods.filter((p) => !ranges.matchesString(p.metadata?.uid ?? "")).length });
     } else if (m.type === "exit") {
       stopped = true;
       void informer.stop().then(() => process.disconnect());
