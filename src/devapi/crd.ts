@@ -6,7 +6,7 @@
  * to devapi works as on a cluster (minus schema validation and conversion).
  */
 import { isRecord } from "./json.ts";
-import { DEFAULT_COLUMNS } from "./table.ts";
+import { CUSTOM_RESOURCE_COLUMNS } from "./table.ts";
 import type { KubeObject, ResourceDef, TableColumn } from "./types.ts";
 
 function str(v: unknown): string {
@@ -66,7 +66,7 @@ export function defsFromCrd(crd: KubeObject): ResourceDef[] {
         shortNames: Array.isArray(names.shortNames) ? names.shortNames.map(str) : [],
         categories: Array.isArray(names.categories) ? names.categories.map(str) : [],
         statusSubresource: isRecord(v.subresources) && isRecord(v.subresources.status),
-        columns: printerColumns(v.additionalPrinterColumns) ?? DEFAULT_COLUMNS,
+        columns: printerColumns(v.additionalPrinterColumns) ?? CUSTOM_RESOURCE_COLUMNS,
       };
       return def;
     });

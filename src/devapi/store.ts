@@ -14,7 +14,7 @@ import { canonicalTyped, canonicalUnstructured, goJson, isRecord, orderedMeta } 
 import { applyJsonPatch, applyMergePatch, type PatchType } from "./patch.ts";
 import { parseLabelSelector, matchLabels } from "./selectors.ts";
 import { alreadyExists, badRequest, conflict, expired, invalid, notFound, pathNotFound, type Qualified } from "./status.ts";
-import { DEFAULT_COLUMNS } from "./table.ts";
+import { CUSTOM_RESOURCE_COLUMNS, DEFAULT_COLUMNS } from "./table.ts";
 import { groupVersion, type GroupVersionResource, type KubeObject, type ObjectMeta, type ResourceDef, type ResourceRef, type TableColumn } from "./types.ts";
 
 /** A registered resource with its defaults filled in. */
@@ -36,7 +36,7 @@ export function resolveDef(def: ResourceDef): ResolvedDef {
     encoding,
     apiVersion: groupVersion(def),
     generation: def.generation ?? encoding === "unstructured",
-    columns: def.columns ?? DEFAULT_COLUMNS,
+    columns: def.columns ?? (encoding === "unstructured" ? CUSTOM_RESOURCE_COLUMNS : DEFAULT_COLUMNS),
   };
 }
 

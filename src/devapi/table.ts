@@ -69,6 +69,13 @@ export function ageOf(o: KubeObject, now: number): string {
   return humanDuration(now - Date.parse(ts));
 }
 
+/**
+ * The columns after Name of a custom resource whose CRD declares no
+ * additionalPrinterColumns: apiextensions prints `Age` (type `date`, cell a
+ * human duration), not the generic registry's `Created At`.
+ */
+export const CUSTOM_RESOURCE_COLUMNS: readonly TableColumn[] = [{ name: "Age", type: "date", format: "", description: CREATION_TIMESTAMP_DESCRIPTION, priority: 0, cell: ageOf }];
+
 export const AGE_COLUMN: TableColumn = {
   name: "Age",
   type: "string",

@@ -101,7 +101,7 @@ export interface ResourceDef {
    * does for a pod that is not bound to a node.
    */
   readonly twoPhaseDelete?: boolean;
-  /** Table columns after `Name`. Default: `Created At`. */
+  /** Table columns after `Name`. Default: `Created At` (typed), `Age` (unstructured, as apiextensions prints). */
   readonly columns?: readonly TableColumn[];
   /** Field selectors beyond `metadata.name` and `metadata.namespace`. */
   readonly fieldSelectors?: Readonly<Record<string, (obj: KubeObject) => string>>;
