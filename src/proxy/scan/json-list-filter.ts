@@ -14,9 +14,11 @@
  *   `metadata.uid`/`metadata.namespace` is read, then either released and
  *   streamed (in range) or skipped to its end. Memory is bounded by the
  *   largest item prefix up to that key, never by the list.
- * - Separators are rewritten, not copied: a kept item is preceded by a comma
- *   only if another kept item came before it, so dropping the first items
- *   still yields valid JSON.
+ * - Separators: each item is held together with the comma before it, and
+ *   that comma goes out only if another item was kept before it, so dropping
+ *   the first items still yields valid JSON. Reusing the input's own comma
+ *   keeps kept items contiguous views of the input: output is pushed as views,
+ *   never copied, so nothing is allocated per chunk.
  * - The top-level closing brace is held back until the input has ended
  *   cleanly, so a body cut anywhere never comes out as a shorter valid list.
  */
@@ -25,9 +27,9 @@ import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import type { ShardKey } from "../../shard/selector.ts";
 import {
+  coalesce,
   compilePaths,
   decodeJsonString,
-  joinParts,
   DEFAULT_MAX_DEPTH,
   JsonScanner,
   KIND_ARRAY,
@@ -102,7 +104,6 @@ const UNDECIDED = 0;
 const KEEP = 1;
 const DROP = 2;
 
-const COMMA = Buffer.from(",");
 
 function isWs(b: number | undefined): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
@@ -146,6 +147,8 @@ class ListFilterEngine implements ScanSink {
 
   private inItems = false;
   private keptInArray = 0;
+  /** The held bytes of the current item start with the comma that preceded it. */
+  private heldComma = false;
   private itemStart = -1;
   private itemDecision = UNDECIDED;
   private keyMatch: boolean | undefined;
@@ -261,6 +264,7 @@ class ListFilterEngine implements ScanSink {
         this.switchMode(HOLD, pos + 1);
         this.inItems = true;
         this.keptInArray = 0;
+        this.heldComma = false;
         return;
       case ITEM:
         if (!this.inItems) return;
@@ -274,7 +278,7 @@ class ListFilterEngine implements ScanSink {
     }
   }
 
-  string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void {
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
     switch (id) {
       case ITEM_KEY:
         this.keyMatch = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
@@ -344,11 +348,11 @@ class ListFilterEngine implements ScanSink {
 
   comma(id: number, pos: number): void {
     if (id !== ITEMS || !this.inItems) return;
-    // Separators are rewritten: the comma and the whitespace before it are dropped;
-    // a kept item gets a fresh comma only when another kept item precedes it.
+    // Whitespace before the comma is dropped; the comma is held with the next
+    // item and goes out only if an item was kept before it (see decide).
     this.switchMode(HOLD, pos);
     this.dropHeld();
-    this.markPos = pos + 1;
+    this.heldComma = true;
   }
 
   lineEnd(): void {}
@@ -409,7 +413,9 @@ class ListFilterEngine implements ScanSink {
     if (keep) {
       this.itemDecision = KEEP;
       this.switchMode(EMIT, pos);
-      if (this.keptInArray > 0) this.out.push(COMMA);
+      // Nothing kept before this item: its comma would follow '[', so it goes.
+      if (this.heldComma && this.keptInArray === 0) this.dropLeadingComma();
+      this.heldComma = false;
       this.releaseHeld();
       this.keptInArray++;
       this.stats.kept++;
@@ -417,9 +423,19 @@ class ListFilterEngine implements ScanSink {
       this.itemDecision = DROP;
       this.switchMode(SKIP, pos);
       this.dropHeld();
+      this.heldComma = false;
       this.stats.dropped++;
       if (this.stats.serverFiltered === "inferred") this.stats.serverFiltered = "no";
     }
+  }
+
+  /** Removes the comma that starts the held bytes (comma() held it as their first byte). */
+  private dropLeadingComma(): void {
+    const first = this.held[0];
+    if (first === undefined || first[0] !== 0x2c) return;
+    this.heldBytes--;
+    if (first.length === 1) this.held.shift();
+    else this.held[0] = first.subarray(1);
   }
 
   private leaveItem(end: number): void {
@@ -480,11 +496,12 @@ class JsonListFilter extends Transform {
   }
 
   #send(parts: Buffer[]): void {
-    if (parts.length === 0) return;
-    const buf = parts.length === 1 ? (parts[0] as Buffer) : joinParts(parts);
-    if (buf.length === 0) return;
-    this.#engine.stats.bytesOut += buf.length;
-    this.push(buf);
+    // Views of the input, never copies: a copy per chunk would be garbage that
+    // V8 collects late (external memory), which showed as RSS growth.
+    for (const buf of coalesce(parts)) {
+      this.#engine.stats.bytesOut += buf.length;
+      this.push(buf);
+    }
   }
 }
 

@@ -42,7 +42,7 @@ export interface ScanSink {
    * A string value with a non-zero id: its raw bytes (between the quotes, still
    * escaped when `escaped`) are `buf[start, end)`. Valid only during the call.
    */
-  string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void;
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void;
   /** A comma directly inside a container whose node asked for commas. */
   comma(id: number, pos: number): void;
   /** A newline between top-level values at `pos` (multi mode only): a watch event's line is complete. */
@@ -244,30 +244,37 @@ function describeByte(b: number): string {
  * escapes this is a plain UTF-8 decode; with them, `JSON.parse` of that one
  * string decodes them exactly as a JSON parser would (and throws on bad ones).
  */
-export function decodeJsonString(buf: Uint8Array, start: number, end: number, escaped: boolean): string {
-  const raw = Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString("utf8");
+export function decodeJsonString(buf: Buffer, start: number, end: number, escaped: boolean): string {
+  const raw = buf.toString("utf8", start, end);
   return escaped ? (JSON.parse(`"${raw}"`) as string) : raw;
 }
 
 /**
- * Joins output pieces into one Buffer for a single push. Pieces that are
- * adjacent views of the same memory (a run of kept bytes split by mode
- * switches) are merged without copying; only a real gap costs a copy.
+ * Merges output pieces that are adjacent views of the same memory (a run of
+ * kept input split by mode switches) into one view each, without copying, and
+ * drops empty ones. What cannot be merged stays a separate piece.
  */
-export function joinParts(parts: readonly Buffer[]): Buffer {
+export function coalesce(parts: readonly Buffer[]): Buffer[] {
   const merged: Buffer[] = [];
-  let cur: Buffer | undefined;
+  let first: Buffer | undefined; // the run being extended
+  let runEnd = 0; // its end offset in first.buffer
+  const close = (): void => {
+    if (first === undefined) return;
+    const len = runEnd - first.byteOffset;
+    merged.push(len === first.length ? first : Buffer.from(first.buffer, first.byteOffset, len));
+  };
   for (const p of parts) {
     if (p.length === 0) continue;
-    if (cur !== undefined && cur.buffer === p.buffer && cur.byteOffset + cur.length === p.byteOffset) {
-      cur = Buffer.from(cur.buffer, cur.byteOffset, cur.length + p.length);
-    } else {
-      if (cur !== undefined) merged.push(cur);
-      cur = p;
+    if (first !== undefined && first.buffer === p.buffer && runEnd === p.byteOffset) {
+      runEnd += p.length;
+      continue;
     }
+    close();
+    first = p;
+    runEnd = p.byteOffset + p.length;
   }
-  if (cur !== undefined) merged.push(cur);
-  return merged.length === 1 ? (merged[0] as Buffer) : Buffer.concat(merged);
+  close();
+  return merged;
 }
 
 /** Whether `buf[start, end)` equals `want` byte for byte. */
@@ -278,7 +285,7 @@ export function bytesEqual(buf: Uint8Array, start: number, end: number, want: Ui
   return true;
 }
 
-function lookup(node: PathNode, buf: Uint8Array, start: number, end: number, escaped: boolean): PathNode | null {
+function lookup(node: PathNode, buf: Buffer, start: number, end: number, escaped: boolean): PathNode | null {
   if (escaped) {
     // Keys with escapes are legal (the apiserver never writes them): compare decoded.
     const k = node.names.indexOf(decodeJsonString(buf, start, end, true));
@@ -325,7 +332,7 @@ export class JsonScanner {
   private strId = 0;
   /** 0: none; 1: after a backslash; 2..5: hex digits of a \uXXXX still expected, plus one. */
   private esc = 0;
-  private scratch: Uint8Array = new Uint8Array(256);
+  private scratch: Buffer = Buffer.alloc(256);
   private spill = 0;
   private keyStartPos = -1;
   private pendingKeyStart = -1;
@@ -380,13 +387,13 @@ export class JsonScanner {
     return new ScanError(code, message, { offset, depth: this.depth });
   }
 
-  private spillBytes(buf: Uint8Array, start: number, end: number, base: number): void {
+  private spillBytes(buf: Buffer, start: number, end: number, base: number): void {
     const need = this.spill + (end - start);
     if (need > this.maxTokenBytes) {
       throw this.fail("SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", `a tracked string exceeds ${this.maxTokenBytes} bytes`, base + end);
     }
     if (need > this.scratch.length) {
-      const grown = new Uint8Array(Math.min(Math.max(need, this.scratch.length * 2), this.maxTokenBytes));
+      const grown = Buffer.alloc(Math.min(Math.max(need, this.scratch.length * 2), this.maxTokenBytes));
       grown.set(this.scratch.subarray(0, this.spill));
       this.scratch = grown;
     }
@@ -448,7 +455,7 @@ export class JsonScanner {
    * `from`, or in scratch if it straddled chunks). Returns nothing; callers
    * reload `td` and check `stopped` afterwards.
    */
-  private deliverString(buf: Uint8Array, from: number, q: number, base: number): void {
+  private deliverString(buf: Buffer, from: number, q: number, base: number): void {
     let sbuf = buf;
     let ss = from;
     let se = q;
@@ -486,7 +493,7 @@ export class JsonScanner {
    * index just past the last byte consumed: `buf.length`, or less if a
    * callback called {@link stop}.
    */
-  scan(buf: Uint8Array, base: number): number {
+  scan(buf: Buffer, base: number): number {
     const len = buf.length;
     if (this.stopped) return 0;
     let i = 0;

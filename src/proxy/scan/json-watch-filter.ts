@@ -20,9 +20,10 @@ import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import type { ShardKey } from "../../shard/selector.ts";
 import {
+  bytesEqual,
+  coalesce,
   compilePaths,
   decodeJsonString,
-  joinParts,
   DEFAULT_MAX_DEPTH,
   JsonScanner,
   KIND_ARRAY,
@@ -138,6 +139,8 @@ class EventInfo {
   rowMeta = false;
   rowKey = NO_KEY;
   rowRv: string | undefined;
+  /** Everything the decision needs is known; the rest of the event is scanned untracked. */
+  pruned = false;
 
   reset(start: number, rootKind: number): void {
     this.start = start;
@@ -158,6 +161,24 @@ class EventInfo {
     this.rowMeta = false;
     this.rowKey = NO_KEY;
     this.rowRv = undefined;
+    this.pruned = false;
+  }
+
+  /**
+   * A plain (not Table) mutation whose type, kind, apiVersion, key and
+   * resourceVersion are all known: nothing later in it can change the verdict
+   * or the synthetic bookmark, so the scanner may stop looking inside it.
+   */
+  get decidable(): boolean {
+    return (
+      this.meta &&
+      this.key !== NO_KEY &&
+      this.rv !== undefined &&
+      this.kind !== undefined &&
+      this.kind !== "Table" &&
+      this.apiVersion !== undefined &&
+      (this.type === "ADDED" || this.type === "MODIFIED" || this.type === "DELETED")
+    );
   }
 
   get isTable(): boolean {
@@ -165,9 +186,19 @@ class EventInfo {
   }
 }
 
+const TYPES = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"].map((name) => ({ name, bytes: Buffer.from(name) }));
+
+/** An event type without allocating a string for the five known ones. */
+function knownType(buf: Buffer, start: number, end: number): string {
+  for (const t of TYPES) if (bytesEqual(buf, start, end, t.bytes)) return t.name;
+  return buf.toString("utf8", start, end);
+}
+
 type Verdict = { readonly action: "pass" } | { readonly action: "drop"; readonly unkeyed: boolean } | { readonly action: "fail"; readonly reason: string };
 
 const PASS: Verdict = { action: "pass" };
+const DROP: Verdict = { action: "drop", unkeyed: false };
+const DROP_UNKEYED: Verdict = { action: "drop", unkeyed: true };
 
 /** The decision for one fully scanned event. Pure. */
 function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
@@ -199,10 +230,10 @@ function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
   if (found === NO_KEY) {
     // No namespace: cluster-scoped, hashes as "" (as on the server). No uid: in
     // no range; dropped like the list filter drops it, so list and watch agree.
-    if (key === "namespace") return emptyInRange ? PASS : { action: "drop", unkeyed: false };
-    return { action: "drop", unkeyed: true };
+    if (key === "namespace") return emptyInRange ? PASS : DROP;
+    return DROP_UNKEYED;
   }
-  return found === IN_RANGE ? PASS : { action: "drop", unkeyed: false };
+  return found === IN_RANGE ? PASS : DROP;
 }
 
 const EMIT = 0;
@@ -253,7 +284,7 @@ class WatchFilterEngine implements ScanSink {
   private linePassed = false;
   private lineOut: Buffer[] = [];
   private lineInitialEnd = false;
-  private lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
+  private readonly lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
 
   /** The first Table event's column definitions, while no event carrying them has passed. */
   private pendingColumns: Buffer | undefined;
@@ -407,11 +438,11 @@ class WatchFilterEngine implements ScanSink {
     }
   }
 
-  string(id: number, buf: Uint8Array, start: number, end: number, escaped: boolean): void {
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
     const ev = this.ev;
     switch (id) {
       case TYPE:
-        ev.type = decodeJsonString(buf, start, end, escaped);
+        ev.type = escaped ? decodeJsonString(buf, start, end, true) : knownType(buf, start, end);
         return;
       case KIND:
         ev.kind = decodeJsonString(buf, start, end, escaped);
@@ -421,13 +452,13 @@ class WatchFilterEngine implements ScanSink {
         return;
       case KEY:
         ev.key = this.match(buf, start, end, escaped);
-        return;
+        break;
       case ROW_KEY:
         ev.rowKey = this.match(buf, start, end, escaped);
         return;
       case RV:
         ev.rv = decodeJsonString(buf, start, end, escaped);
-        return;
+        break;
       case ROW_RV:
         ev.rowRv = decodeJsonString(buf, start, end, escaped);
         return;
@@ -436,6 +467,13 @@ class WatchFilterEngine implements ScanSink {
         return;
       default:
         return;
+    }
+    // After the key or the RV: prune what is left of the event once it is
+    // decidable (labels, annotations, managedFields, spec and status are most
+    // of its bytes). Depth 1 keeps the event itself tracked, for its end.
+    if (!ev.pruned && ev.decidable) {
+      ev.pruned = true;
+      this.scanner.untrackBelow(1);
     }
   }
 
@@ -450,7 +488,7 @@ class WatchFilterEngine implements ScanSink {
     if (this.lineOpen) this.release(pos + 1);
   }
 
-  private match(buf: Uint8Array, start: number, end: number, escaped: boolean): number {
+  private match(buf: Buffer, start: number, end: number, escaped: boolean): number {
     const hit = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
     return hit ? IN_RANGE : OUT_OF_RANGE;
   }
@@ -471,7 +509,9 @@ class WatchFilterEngine implements ScanSink {
     if (!this.lineOpen) {
       this.lineOpen = true;
       this.lineOut = [];
-      this.lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
+      this.lineCounts.passed = 0;
+      this.lineCounts.dropped = 0;
+      this.lineCounts.synthetic = 0;
       this.lineInitialEnd = false;
     }
     if (verdict.action === "pass") {
@@ -583,12 +623,10 @@ class JsonWatchFilter extends Transform {
   }
 
   #send(parts: Buffer[]): void {
-    if (parts.length > 0) {
-      const buf = parts.length === 1 ? (parts[0] as Buffer) : joinParts(parts);
-      if (buf.length > 0) {
-        this.#engine.stats.bytesOut += buf.length;
-        this.push(buf);
-      }
+    // Views of the input, never copies (see the list filter).
+    for (const buf of coalesce(parts)) {
+      this.#engine.stats.bytesOut += buf.length;
+      this.push(buf);
     }
     if (this.#engine.initialEventsEnded) {
       this.#engine.initialEventsEnded = false;
