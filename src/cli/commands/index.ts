@@ -1,8 +1,10 @@
 import type { Command } from "../command.ts";
+import { auditCommand } from "./audit.ts";
 import { devapiCommand } from "./devapi.ts";
 import { demoCommand } from "./demo.ts";
 import { hashCommand } from "./hash.ts";
 import { managerCommand } from "./manager.ts";
+import { preflightCommand } from "./preflight.ts";
 import { proxyCommand } from "./proxy.ts";
 import { rangesCommand } from "./ranges.ts";
 
@@ -12,6 +14,8 @@ export const COMMANDS: readonly Command[] = [
   demoCommand,
   hashCommand,
   rangesCommand,
+  preflightCommand,
+  auditCommand,
   managerCommand,
   devapiCommand,
 ];

@@ -1,0 +1,99 @@
+import { parseLockSpec } from "../../proxy/lock-rename.ts";
+import { formatPreflight } from "../../ops/checks.ts";
+import { runPreflight } from "../../ops/preflight.ts";
+import { parseResources, parseShardSpec } from "../../shard/spec.ts";
+import type { Command } from "../command.ts";
+import { intFlag, parseFlags, UsageError } from "../flags.ts";
+import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags } from "../kube-flags.ts";
+
+export const preflightCommand: Command = {
+  name: "preflight",
+  summary: "check a cluster before enabling shardcar for a controller (gate, RBAC, lock, webhook, labels)",
+  usage: `Usage: shardcar preflight --resources LIST [flags]
+
+Answers "can I turn this on safely?" for one controller, against the cluster
+of a kubeconfig, with one verdict per check (PASS, WARN, FAIL):
+
+  - whether the apiserver honours shardSelector for each resource: a few small
+    sharded LISTs (limit=1) that exclude a known object; typed lists must carry
+    metadata.shardInfo, custom resources are judged by the items returned.
+    Several probes, because an HA control plane can answer each differently;
+  - whether the controller's ServiceAccount has the RBAC the sidecar needs;
+  - whether the leader-election lock exists, and of which kind;
+  - whether the webhook is installed with a valid CA bundle;
+  - for label-based setups, whether every object carries the shard label.
+
+Flags:
+  --resources LIST        sharded resources and keys, as in shardcar.io/resources,
+                          e.g. "pods, configmaps=namespace" (required)
+  --namespace NS          the controller's namespace (default: the context's, else default)
+  --service-account NAME  check RBAC as system:serviceaccount:NS:NAME (SubjectAccessReview);
+                          default: as the kubeconfig's own user (SelfSubjectAccessReview)
+  --shards SPEC           ring (default), i/N, ordinal/N or a selector: decides the RBAC needed
+  --leader-election LOCK  the controller's lock: leases/NAME, configmaps/NAME or endpoints/NAME
+  --webhook NAME          MutatingWebhookConfiguration to check (default shardcar; "none" skips)
+  --webhook-secret NS/NAME  serving-certificate Secret (default <service namespace>/shardcar-webhook-tls)
+  --shard-label KEY       label-based setups: every object must carry label KEY
+  --probes N              sharded probe LISTs per resource (default 4)
+  --require-server-filtering  FAIL (not WARN) when the server ignores shardSelector
+  --json                  print the report as JSON
+${KUBE_FLAGS_HELP}
+
+Exit status: 0 ready (warnings allowed), 1 a check failed, 2 bad flags.
+
+Examples:
+  shardcar preflight --resources pods --namespace shop --service-account web
+  shardcar preflight --resources "pods, configmaps=namespace" --shards ordinal/3 \\
+      --leader-election leases/web-controller --namespace shop --json
+  shardcar preflight --resources releases.convoy.kumodo.io --shard-label convoy.kumodo.io/shard --webhook none
+`,
+  async run(argv, io) {
+    const { values } = parseFlags(argv, {
+      ...KUBE_FLAGS,
+      resources: { type: "string" },
+      "service-account": { type: "string" },
+      shards: { type: "string" },
+      "leader-election": { type: "string" },
+      webhook: { type: "string" },
+      "webhook-secret": { type: "string" },
+      "shard-label": { type: "string" },
+      probes: { type: "string" },
+      "require-server-filtering": { type: "boolean" },
+      json: { type: "boolean" },
+    });
+    if (values.help) {
+      io.stdout.write(this.usage);
+      return 0;
+    }
+    if (values.resources === undefined) throw new UsageError("--resources", "--resources is required, e.g. --resources pods");
+    const resources = parseResources(values.resources, "--resources");
+    const shards = parseShardSpec(values.shards ?? "ring", "--shards");
+    const lock = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
+    const probes = intFlag("--probes", values.probes, 4, 1, 100);
+    const secret = values["webhook-secret"];
+    if (secret !== undefined && !/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(secret)) {
+      throw new UsageError("--webhook-secret", `invalid --webhook-secret ${JSON.stringify(secret)}: expected namespace/name`);
+    }
+    const label = values["shard-label"];
+    if (label !== undefined && !/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(label)) {
+      throw new UsageError("--shard-label", `invalid --shard-label ${JSON.stringify(label)}: expected a label key, e.g. convoy.kumodo.io/shard`);
+    }
+    const { client, namespace } = kubeFromFlags(values, io.env);
+    const webhook = values.webhook === "none" || values.webhook === "" ? undefined : (values.webhook ?? "shardcar");
+    const report = await runPreflight(client, {
+      resources,
+      shards,
+      namespace,
+      serviceAccount: values["service-account"],
+      lock: lock === undefined ? undefined : { kind: lock.resource, name: lock.name },
+      webhook,
+      webhookSecret: secret,
+      shardLabel: label,
+      probes,
+      requireServerFiltering: values["require-server-filtering"] === true,
+      now: Date.now,
+    });
+    io.stdout.write(values.json === true ? JSON.stringify(report, null, 2) + "\n" : formatPreflight(report));
+    return report.ok ? 0 : 1;
+  },
+};
