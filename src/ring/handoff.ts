@@ -17,13 +17,18 @@
  *   reported that it dropped it (or was fenced), so no slot has two owners;
  * - nobody's slots move while they might still be serving: a member whose
  *   Lease is dead is fenced first, one merely expired is waited for;
- * - generations only grow, and are never reused after an abandon.
+ * - generations only grow and are never reused; a handoff spends two (its
+ *   intermediate step and its table) and an abandon commits the old table
+ *   again under a fresh one, so what each member enforces is stamped with
+ *   an ever-growing generation;
+ * - an empty committed table is never committed again: after a rebuilt
+ *   status, members hold slots that table does not know about.
  *
  * Pure: no clock, no timers, no I/O.
  */
 import { assignSlots, slotsOf, type SlotOwners } from "../shard/table.ts";
 import { isReleased, isServing, isAssignable, needsFence, MemberState } from "./state.ts";
-import { HandoffMode, PendingPhase, narrowingGeneration, type PendingTable, type RingTables, type Table } from "./table.ts";
+import { HandoffMode, PendingPhase, stepGeneration, type PendingTable, type RingTables, type Table } from "./table.ts";
 
 export const Phase = {
   /** The committed table matches the members; nothing to do. */
@@ -238,20 +243,31 @@ function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: stri
   if (p.phase === PendingPhase.Widening) {
     // Only gainers need to relist; a member keeping or losing slots is
     // already covering everything it will own.
-    done = [...gains.keys()].every((m) => isServing(stateOf(m)) && appliedOf(m) >= p.generation);
+    done = [...gains.keys()].every((m) => isServing(stateOf(m)) && appliedOf(m) >= stepGeneration(p));
   } else {
     // A fenced loser can no longer serve, which is as good as narrowed.
-    done = [...losses.keys()].every((m) => isReleased(stateOf(m)) || appliedOf(m) >= narrowingGeneration(p));
+    done = [...losses.keys()].every((m) => isReleased(stateOf(m)) || appliedOf(m) >= stepGeneration(p));
   }
   if (done) {
     commit(d, p, now, gains, losses);
     return;
   }
-  if (now >= p.deadline) abandon(d, p, now, "deadline", gains, losses);
+  // Over an empty committed table (a new ring, or a rebuilt status) there is
+  // nothing to fall back to: the pending table is the only way forward, and
+  // members keep what they hold meanwhile. Its deadline does not apply.
+  if (now >= p.deadline && hasOwners(d.s.committed.owners)) abandon(d, p, now, "deadline", gains, losses);
+}
+
+function hasOwners(owners: SlotOwners): boolean {
+  return owners.some((o) => o !== undefined);
 }
 
 function commit(d: Draft, p: PendingTable, now: number, gains: Map<string, number[]>, losses: Map<string, number[]>): void {
-  const since = d.s.since.map((g, s) => (d.s.committed.owners[s] === p.owners[s] ? g : p.generation));
+  // A moved slot's new owner is ready from the report that made the commit
+  // possible (overlap: the widened step) or from its first report after it
+  // (exclusive: it widens only now).
+  const readyAt = p.phase === PendingPhase.Widening ? stepGeneration(p) : p.generation;
+  const since = d.s.since.map((g, s) => (d.s.committed.owners[s] === p.owners[s] ? g : readyAt));
   d.fx.push({ type: "commit", generation: p.generation, durationMs: now - p.startedAt });
   if (p.phase === PendingPhase.Widening) {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
@@ -269,11 +285,20 @@ function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "m
   } else {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "widen", member, slots });
   }
+  // The old table is committed again under a new generation: members step
+  // back to it, and the generation they enforce still only grows (a proxy
+  // may rely on that to tell new ranges from old). Never an empty table:
+  // after a rebuild, members hold slots it does not know about, and would
+  // drop them; the next plan follows in this same step instead.
+  const generation = d.s.lastGeneration + 1;
+  const back = hasOwners(d.s.committed.owners)
+    ? { ...d.s, pending: undefined, committed: { generation, owners: d.s.committed.owners }, lastGeneration: generation }
+    : { ...d.s, pending: undefined };
   if (reason === "deadline") {
     const wait = Math.min(d.s.policy.maxBackoffMs, d.s.policy.backoffMs * 2 ** d.s.failures);
-    d.s = { ...d.s, pending: undefined, failures: d.s.failures + 1, retryAt: now + wait, phase: Phase.Backoff };
+    d.s = { ...back, failures: d.s.failures + 1, retryAt: now + wait, phase: Phase.Backoff };
   } else {
-    d.s = { ...d.s, pending: undefined, phase: Phase.Stable };
+    d.s = { ...back, phase: Phase.Stable };
   }
 }
 
@@ -301,13 +326,13 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
     return;
   }
   const phase = mode === HandoffMode.Exclusive ? PendingPhase.Narrowing : PendingPhase.Widening;
-  // Exclusive spends two generations: g+1 names the narrowed intermediate
-  // state the losers acknowledge, g+2 the new table. The proxy's
-  // markApplied(g) could not tell the two range sets apart otherwise.
+  // Two generations per handoff: g+1 names the intermediate step (held ∪
+  // new, or held ∩ new) that gainers or losers acknowledge, g+2 the new
+  // table. With one, markApplied(g) could not tell the two range sets apart.
   // Above every report too: a member may have acknowledged a generation a
   // previous leader published and never persisted.
   const floor = Math.max(d.s.lastGeneration, ...d.s.members.map((m) => m.applied));
-  const generation = floor + (phase === PendingPhase.Narrowing ? 2 : 1);
+  const generation = floor + 2;
   const pending: PendingTable = { generation, owners: desired, phase, startedAt: now, deadline: now + d.s.policy.timeoutMs };
   d.fx.push({ type: "publish", generation, phase, deadline: pending.deadline });
   const { gains, losses } = diff(d.s.committed.owners, desired);
@@ -338,7 +363,8 @@ function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberSta
  * changes (and their own timers, from `leaseTimes`) can move the ring.
  */
 export function nextWakeMs(state: RingState, now: number): number | undefined {
-  const at = state.pending !== undefined ? state.pending.deadline : state.phase === Phase.Backoff ? state.retryAt : undefined;
+  const deadline = state.pending !== undefined && hasOwners(state.committed.owners) ? state.pending.deadline : undefined;
+  const at = state.pending !== undefined ? deadline : state.phase === Phase.Backoff ? state.retryAt : undefined;
   return at === undefined ? undefined : Math.max(0, at - now);
 }
 
@@ -363,7 +389,7 @@ export function coverage(state: RingState): { readyRatio: number; overlapRatio: 
     const c = state.committed.owners[s];
     if (c !== undefined && serving(c)) {
       // An exclusive loser stops holding a slot once it acknowledged narrowing.
-      const dropped = p !== undefined && p.phase === PendingPhase.Narrowing && p.owners[s] !== c && applied(c) >= narrowingGeneration(p);
+      const dropped = p !== undefined && p.phase === PendingPhase.Narrowing && p.owners[s] !== c && applied(c) >= stepGeneration(p);
       if (!dropped) {
         holders++;
         if (applied(c) >= (state.since[s] ?? 0)) readyHolders++;
@@ -372,7 +398,7 @@ export function coverage(state: RingState): { readyRatio: number; overlapRatio: 
     const g = p?.owners[s];
     if (p !== undefined && p.phase === PendingPhase.Widening && g !== undefined && g !== c && serving(g)) {
       holders++;
-      if (applied(g) >= p.generation) readyHolders++;
+      if (applied(g) >= stepGeneration(p)) readyHolders++;
     }
     if (readyHolders > 0) ready++;
     if (holders > 1) overlap++;
@@ -403,10 +429,12 @@ export interface Target {
  * - a committed table is accepted only if its generation is above the held
  *   one, or equal with the same slots (a rolled-back status, or a table
  *   edited in place, is ignored: fail closed);
- * - `Widening`: held ∪ new slots, stamped with the pending generation;
- * - `Narrowing`: held ∩ new slots, stamped with the reserved generation
- *   below the pending one;
- * - otherwise exactly the held slots.
+ * - `Widening`: held ∪ new slots, `Narrowing`: held ∩ new slots, both
+ *   stamped with the step generation (one below the pending table's);
+ * - otherwise exactly the held slots, stamped with their generation.
+ *
+ * So the generation of what a member enforces only grows as the leader
+ * publishes, commits and abandons, and each generation names one range set.
  *
  * Widening from what the member *holds* rather than from the status's
  * committed table keeps the overlap promise even when a leader had to
@@ -423,12 +451,10 @@ export function follow(held: Held, tables: RingTables | undefined, name: string)
     if (c.generation > held.generation || same) h = { generation: c.generation, slots };
   }
   const p = tables?.pending;
-  if (p !== undefined && p.generation > h.generation) {
+  if (p !== undefined && stepGeneration(p) > h.generation) {
     const mine = new Set(slotsOf(p.owners, name));
-    if (p.phase === PendingPhase.Widening) {
-      return { generation: p.generation, slots: [...new Set([...h.slots, ...mine])].sort((a, b) => a - b), held: h };
-    }
-    return { generation: narrowingGeneration(p), slots: h.slots.filter((s) => mine.has(s)), held: h };
+    const slots = p.phase === PendingPhase.Widening ? [...new Set([...h.slots, ...mine])].sort((a, b) => a - b) : h.slots.filter((s) => mine.has(s));
+    return { generation: stepGeneration(p), slots, held: h };
   }
   return { generation: h.generation, slots: h.slots, held: h };
 }

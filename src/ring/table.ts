@@ -74,8 +74,13 @@ export interface RingTables {
   readonly pending: PendingTable | undefined;
 }
 
-/** The generation a member acknowledges for an exclusive `Narrowing` step: reserved one below the table's. */
-export function narrowingGeneration(pending: PendingTable): number {
+/**
+ * The generation of a handoff's intermediate step (held ∪ new while
+ * widening, held ∩ new while narrowing): reserved one below the pending
+ * table's. Every handoff spends two generations, so every range set a member
+ * enforces has a generation of its own and the generation only ever grows.
+ */
+export function stepGeneration(pending: PendingTable): number {
   return pending.generation - 1;
 }
 
@@ -248,10 +253,10 @@ export function decodeTables(status: unknown, slotCount: number): Decoded<RingTa
   if (phase !== PendingPhase.Widening && phase !== PendingPhase.Narrowing) {
     return { ok: false, reason: Refusal.Malformed, message: `status.pending.phase must be Widening or Narrowing, got ${JSON.stringify(phase)}` };
   }
-  // Narrowing reserves the generation below its own for the members' acks.
-  const floor = committed.value.generation + (phase === PendingPhase.Narrowing ? 2 : 1);
+  // The generation below the pending one is reserved for its intermediate step.
+  const floor = committed.value.generation + 2;
   if (table.value.generation < floor) {
-    return { ok: false, reason: Refusal.GenerationOrder, message: `status.pending.generation ${table.value.generation} must be at least ${floor} (committed is ${committed.value.generation}, phase ${phase})` };
+    return { ok: false, reason: Refusal.GenerationOrder, message: `status.pending.generation ${table.value.generation} must be at least ${floor} (committed is ${committed.value.generation}; the generation in between is its step)` };
   }
   const startedAt = decodeTime(rawPending["startedAt"], "status.pending.startedAt");
   if (!startedAt.ok) return startedAt;

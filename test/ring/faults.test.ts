@@ -41,6 +41,7 @@ t.test("with the manager down, members keep their committed ranges through joins
   await env.settled(["web-0", "web-2"]);
   const gaps = env.samples.filter((s) => s.uncovered > 0);
   t.same(gaps, [], `no gap in ${env.samples.length} samples, down or back`);
+  t.same(env.generationRegressions, [], "generations only grew");
 });
 
 t.test("a member Lease renewal that hits a 409 is retried on a fresh read, keeping the other writer's change", async (t) => {

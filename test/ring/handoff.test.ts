@@ -10,6 +10,7 @@ import {
   tablesOf,
   type Crash,
   type Effect,
+  type Held,
   type MemberObservation,
   type RingEvent,
   type RingState,
@@ -93,7 +94,7 @@ const ROWS: Row[] = [
     start: ring({ committed: "....", gen: 0, members: { a: [Ready, 0], b: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 1, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "a", slots: [0, 1] },
       { type: "widen", member: "b", slots: [2, 3] },
     ],
@@ -104,7 +105,7 @@ const ROWS: Row[] = [
     start: ring({ committed: "aabb", members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "c", slots: [3] },
     ],
     check: (s) => {
@@ -115,24 +116,24 @@ const ROWS: Row[] = [
   {
     name: "overlap: the pending table is not committed while its gainer has not reported it",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [],
   },
   {
     name: "overlap: a gainer's report of an older generation does not count",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, lastGeneration: 3, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 2] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 5, phase: PendingPhase.Widening }, lastGeneration: 5, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 3] } }),
     phase: Phase.Widening,
     effects: [],
   },
   {
     name: "overlap: commit once every gainer reported ready; losers are told to narrow only then",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 2] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 2] } }),
     phase: Phase.Stable,
     effects: [
-      { type: "commit", generation: 2, durationMs: 1_000 },
+      { type: "commit", generation: 3, durationMs: 1_000 },
       { type: "narrow", member: "b", slots: [3] },
     ],
     check: (s) => t.same(s.committed.owners, owners("aabc")),
@@ -140,36 +141,37 @@ const ROWS: Row[] = [
   {
     name: "overlap: non-gainers need not report for a commit",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 0], b: [Ready, 0], c: [Ready, 2] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 0], b: [Ready, 0], c: [Ready, 2] } }),
     phase: Phase.Stable,
     effects: [
-      { type: "commit", generation: 2, durationMs: 1_000 },
+      { type: "commit", generation: 3, durationMs: 1_000 },
       { type: "narrow", member: "b", slots: [3] },
     ],
   },
   {
     name: "overlap: a commit and the next publish happen in one step when more changed meanwhile",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 2], d: [Ready, 0] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 2], d: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "commit", generation: 2, durationMs: 1_000 },
+      { type: "commit", generation: 3, durationMs: 1_000 },
       { type: "narrow", member: "b", slots: [3] },
-      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 5, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "d", slots: [1] },
     ],
   },
   {
     name: "overlap: at the deadline the generation is abandoned, the gainer narrows back, old owners keep everything",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening, deadline: T0 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening, deadline: T0 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
     phase: Phase.Backoff,
     effects: [
-      { type: "abandon", generation: 2, reason: "deadline", durationMs: 1_000 },
+      { type: "abandon", generation: 3, reason: "deadline", durationMs: 1_000 },
       { type: "narrow", member: "c", slots: [3] },
     ],
     check: (s) => {
       t.same(s.committed.owners, owners("aabb"));
+      t.equal(s.committed.generation, 4, "the old table is committed again under a fresh generation, so members' generations only grow");
       t.equal(s.retryAt, T0 + POLICY.backoffMs);
       t.equal(nextWakeMs(s, T0), POLICY.backoffMs, "the leader wakes at the end of the backoff");
     },
@@ -177,7 +179,7 @@ const ROWS: Row[] = [
   {
     name: "overlap: one millisecond before the deadline nothing is abandoned",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening, deadline: T0 + 1 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening, deadline: T0 + 1 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [],
     check: (s) => t.equal(nextWakeMs(s, T0), 1),
@@ -197,17 +199,17 @@ const ROWS: Row[] = [
     event: { type: "tick" },
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 4, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "c", slots: [3] },
     ],
   },
   {
     name: "overlap: consecutive abandons back off exponentially, capped",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", failures: 5, pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening, deadline: T0 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
+    start: ring({ committed: "aabb", failures: 5, pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening, deadline: T0 }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } }),
     phase: Phase.Backoff,
     effects: [
-      { type: "abandon", generation: 2, reason: "deadline", durationMs: 1_000 },
+      { type: "abandon", generation: 3, reason: "deadline", durationMs: 1_000 },
       { type: "narrow", member: "c", slots: [3] },
     ],
     check: (s) => t.equal(s.retryAt, T0 + POLICY.maxBackoffMs),
@@ -218,7 +220,7 @@ const ROWS: Row[] = [
     start: ring({ committed: "aabb", members: { a: [Ready, 1], b: [Ready, 7], c: [Ready, 0] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 8, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 9, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "c", slots: [3] },
     ],
   },
@@ -228,7 +230,7 @@ const ROWS: Row[] = [
     start: ring({ committed: "aabb", members: { a: [Ready, 1], b: [Leaving, 1] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "a", slots: [2, 3] },
     ],
     check: (s) => t.same(s.committed.owners, owners("aabb")),
@@ -239,8 +241,8 @@ const ROWS: Row[] = [
     start: ring({ committed: "aaaa", members: { a: [Leaving, 1] } }),
     phase: Phase.Stable,
     effects: [
-      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
-      { type: "commit", generation: 2, durationMs: 0 },
+      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "commit", generation: 3, durationMs: 0 },
       { type: "narrow", member: "a", slots: [0, 1, 2, 3] },
     ],
   },
@@ -269,7 +271,7 @@ const ROWS: Row[] = [
     event: { type: "fenced", member: "b" },
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "a", slots: [2, 3] },
     ],
   },
@@ -294,7 +296,7 @@ const ROWS: Row[] = [
     start: ring({ committed: "aabb", members: { a: [Ready, 1] } }),
     phase: Phase.Widening,
     effects: [
-      { type: "publish", generation: 2, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "publish", generation: 3, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
       { type: "widen", member: "a", slots: [2, 3] },
     ],
     check: (s) => t.same(s.crashes, [{ member: "b", since: T0, slots: [2, 3] }]),
@@ -302,30 +304,55 @@ const ROWS: Row[] = [
   {
     name: "overlap: a gainer that dies mid-handoff is fenced and its generation abandoned at once",
     mode: HandoffMode.Overlap,
-    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Dead, 0] } }),
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Dead, 0] } }),
     phase: Phase.Fencing,
     effects: [
       { type: "fence", member: "c" },
-      { type: "abandon", generation: 2, reason: "member-lost", durationMs: 1_000 },
+      { type: "abandon", generation: 3, reason: "member-lost", durationMs: 1_000 },
       { type: "narrow", member: "c", slots: [3] },
     ],
-    check: (s) => t.same(s.committed.owners, owners("aabb")),
+    check: (s) => {
+      t.same(s.committed.owners, owners("aabb"));
+      t.equal(s.committed.generation, 4);
+    },
   },
   {
     name: "overlap: a crash is reported recovered, with its uncovered time, when its slots' new owner is ready",
     mode: HandoffMode.Overlap,
     start: ring({
       committed: "aabb",
-      pending: { owners: "aaaa", gen: 2, phase: PendingPhase.Widening },
+      pending: { owners: "aaaa", gen: 3, phase: PendingPhase.Widening },
       crashes: [{ member: "b", since: T0 - 4_500, slots: [2, 3] }],
       members: { a: [Ready, 2], b: [Fenced, 1] },
     }),
     phase: Phase.Stable,
     effects: [
-      { type: "commit", generation: 2, durationMs: 1_000 },
+      { type: "commit", generation: 3, durationMs: 1_000 },
       { type: "narrow", member: "b", slots: [2, 3] },
       { type: "recovered", member: "b", uncoveredMs: 4_500 },
     ],
+  },
+  {
+    name: "overlap: a pending table over an empty committed one (new or rebuilt ring) is not abandoned at its deadline",
+    mode: HandoffMode.Overlap,
+    start: ring({ committed: "....", gen: 0, lastGeneration: 9, pending: { owners: "aabb", gen: 9, phase: PendingPhase.Widening, deadline: T0 - 1 }, members: { a: [Ready, 0], b: [Ready, 8] } }),
+    phase: Phase.Widening,
+    effects: [],
+    check: (s) => t.equal(nextWakeMs(s, T0), undefined, "and no timer spins on it"),
+  },
+  {
+    name: "overlap: a rebuilt ring whose gainer dies is replanned at once, without committing the empty table",
+    mode: HandoffMode.Overlap,
+    start: ring({ committed: "....", gen: 0, lastGeneration: 9, pending: { owners: "aabb", gen: 9, phase: PendingPhase.Widening }, members: { a: [Ready, 0], b: [Fenced, 8] } }),
+    phase: Phase.Widening,
+    effects: [
+      { type: "abandon", generation: 9, reason: "member-lost", durationMs: 1_000 },
+      { type: "narrow", member: "a", slots: [0, 1] },
+      { type: "narrow", member: "b", slots: [2, 3] },
+      { type: "publish", generation: 11, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "widen", member: "a", slots: [0, 1, 2, 3] },
+    ],
+    check: (s) => t.same([s.committed.generation, s.pending?.generation], [0, 11], "members never see an empty table committed above what they hold"),
   },
   // ---- exclusive --------------------------------------------------------
   {
@@ -394,6 +421,7 @@ const ROWS: Row[] = [
       { type: "abandon", generation: 3, reason: "deadline", durationMs: 1_000 },
       { type: "widen", member: "b", slots: [3] },
     ],
+    check: (s) => t.same([s.committed.generation, s.committed.owners], [4, owners("aabb")]),
   },
 ];
 
@@ -418,8 +446,9 @@ function overlapGaps(before: RingState, after: RingState): number[] {
     const covered = after.members.some((m) => {
       if (!isServing(m.state)) return false;
       if (!targetAfter(before, after, m.name).slots.includes(s)) return false;
-      const gotItCommitted = after.committed.owners[s] === m.name && m.applied >= after.committed.generation;
-      const gotItPending = after.pending?.owners[s] === m.name && m.applied >= after.pending.generation;
+      // A gainer is ready once it reported the step generation (one below the table's).
+      const gotItCommitted = after.committed.owners[s] === m.name && m.applied >= after.committed.generation - 1;
+      const gotItPending = after.pending?.owners[s] === m.name && m.applied >= after.pending.generation - 1;
       return old === m.name || gotItCommitted || gotItPending;
     });
     if (!covered) gaps.push(s);
@@ -462,8 +491,8 @@ for (const row of ROWS) {
 }
 
 t.test("the shared coverage checks can fail: a commit to an unready gainer is a gap", async (t) => {
-  const before = ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
-  const wrong: RingState = { ...before, committed: { generation: 2, owners: owners("aabc") }, pending: undefined };
+  const before = ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
+  const wrong: RingState = { ...before, committed: { generation: 3, owners: owners("aabc") }, pending: undefined };
   t.same(overlapGaps(before, wrong), [3]);
   const ex = ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Narrowing }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
   const exWrong: RingState = { ...ex, committed: { generation: 3, owners: owners("aabc") }, pending: undefined };
@@ -517,7 +546,7 @@ t.test("a long random run of membership changes never leaves a gap in overlap mo
 });
 
 t.test("coverage counts a gainer only once it reported, and counts the overlap while both hold a slot", async (t) => {
-  const s = ring({ committed: "aabb", pending: { owners: "aabc", gen: 2, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
+  const s = ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
   t.same(coverage(s), { readyRatio: 1, overlapRatio: 0.25 });
   const crashed = ring({ committed: "aabb", members: { a: [Ready, 1], b: [Fenced, 1] } });
   t.same(coverage(crashed), { readyRatio: 0.5, overlapRatio: 0 });
@@ -527,16 +556,16 @@ t.test("coverage counts a gainer only once it reported, and counts the overlap w
 
 // ---- the member side -----------------------------------------------------
 
-t.test("follow: a member enforces held ∪ new while widening, and exactly its new slots once committed", async (t) => {
+t.test("follow: a member enforces held ∪ new while widening, and exactly its new slots once committed, under growing generations", async (t) => {
   const held = { generation: 1, slots: [2, 3] };
-  const widening = { generation: 2, committed: { generation: 1, owners: owners("aabb") }, pending: { generation: 2, owners: owners("aabc"), phase: PendingPhase.Widening, startedAt: 0, deadline: 1 } };
-  t.strictSame(follow({ generation: 1, slots: [] }, widening, "c"), { generation: 2, slots: [3], held: { generation: 1, slots: [] } });
+  const widening = { generation: 3, committed: { generation: 1, owners: owners("aabb") }, pending: { generation: 3, owners: owners("aabc"), phase: PendingPhase.Widening, startedAt: 0, deadline: 1 } };
+  t.strictSame(follow({ generation: 1, slots: [] }, widening, "c"), { generation: 2, slots: [3], held: { generation: 1, slots: [] } }, "stamped with the step generation");
   t.strictSame(follow(held, widening, "b").slots, [2, 3], "the loser keeps its slot while the gainer widens");
-  const committed = { generation: 2, committed: { generation: 2, owners: owners("aabc") }, pending: undefined };
-  t.strictSame(follow(held, committed, "b"), { generation: 2, slots: [2], held: { generation: 2, slots: [2] } });
+  const committed = { generation: 3, committed: { generation: 3, owners: owners("aabc") }, pending: undefined };
+  t.strictSame(follow(held, committed, "b"), { generation: 3, slots: [2], held: { generation: 3, slots: [2] } });
 });
 
-t.test("follow: a member narrows to held ∩ new under the reserved generation in exclusive mode", async (t) => {
+t.test("follow: a member narrows to held ∩ new under the step generation in exclusive mode", async (t) => {
   const tables = { generation: 3, committed: { generation: 1, owners: owners("aabb") }, pending: { generation: 3, owners: owners("aabc"), phase: PendingPhase.Narrowing, startedAt: 0, deadline: 1 } };
   t.strictSame(follow({ generation: 1, slots: [2, 3] }, tables, "b"), { generation: 2, slots: [2], held: { generation: 1, slots: [2, 3] } });
   t.strictSame(follow({ generation: 0, slots: [] }, tables, "c").slots, [], "the gainer gets nothing before the commit");
@@ -562,4 +591,27 @@ t.test("follow: widening starts from what the member holds, even if the status w
   // to fall back on, writes an empty committed table at generation 0.
   const rebuilt = { generation: 9, committed: { generation: 0, owners: owners("....") }, pending: { generation: 9, owners: owners("aabb"), phase: PendingPhase.Widening, startedAt: 0, deadline: 1 } };
   t.strictSame(follow({ generation: 5, slots: [0, 1, 2] }, rebuilt, "a").slots, [0, 1, 2]);
+});
+
+t.test("the generation a member enforces only grows through publish, abandon, republish and commit", async (t) => {
+  // The proxy tells new ranges from old by generation; this is the sequence
+  // of tables one member sees across an abandoned and a completed handoff.
+  let s = ring({ committed: "aabb", members: { a: [Ready, 1], b: [Ready, 1], c: [Ready, 0] } });
+  let held: Held = { generation: 1, slots: [0, 1] };
+  const seen: number[] = [];
+  const look = (): void => {
+    const tg = follow(held, tablesOf(s), "a");
+    held = tg.held;
+    seen.push(tg.generation);
+  };
+  look();
+  s = step(s, observe(s), T0, HandoffMode.Overlap).state; // publish 3 (step 2)
+  look();
+  s = step(s, { type: "tick" }, s.pending?.deadline ?? 0, HandoffMode.Overlap).state; // abandon: old table again as 4
+  look();
+  s = step(s, { type: "tick" }, s.retryAt, HandoffMode.Overlap).state; // publish 6 (step 5)
+  look();
+  s = step(s, { type: "observe", members: s.members.map((m) => ({ ...m, applied: 5 })) }, s.retryAt + 1, HandoffMode.Overlap).state; // commit 6
+  look();
+  t.same(seen, [1, 2, 4, 5, 6]);
 });

@@ -116,6 +116,8 @@ export class RingEnv {
   readonly ring: string;
   readonly members = new Map<string, TestMember>();
   readonly samples: Sample[] = [];
+  /** Ownership changes whose generation did not grow (must stay empty). */
+  readonly generationRegressions: string[] = [];
   phase = "setup";
   #coordinators: Array<{ abort: AbortController; done: Promise<void> }> = [];
   #sampler: NodeJS.Timeout | undefined;
@@ -187,6 +189,13 @@ export class RingEnv {
     // instant it happens, so a short violation cannot fall between samples.
     const proxy = new StubProxy(member, relistMs, () => {
       if (this.#sampler !== undefined) this.sample();
+    });
+    // The proxy tells new ranges from old by their generation: every change
+    // must carry a higher one, except into and out of the fenced state (0).
+    member.subscribe((next, prev) => {
+      if (next.generation !== 0 && prev.generation !== 0 && next.generation <= prev.generation) {
+        this.generationRegressions.push(`${name}: ${prev.generation} → ${next.generation}`);
+      }
     });
     const m: TestMember = { name, member, proxy, killed: false, left: false };
     this.members.set(name, m);

@@ -41,6 +41,7 @@ t.test("overlap: scaling 1→2→3→4→3→2 never leaves a slot uncovered at 
   t.comment(`${graceful.length} samples (${graceful.filter((s) => s.periodic).length} periodic); max share in two caches at once: ${maxOverlap.toFixed(3)} (overlap mode duplicates, never gaps)`);
   t.ok(graceful.filter((s) => s.periodic).length >= 10, "the 100 ms checker took samples throughout");
   t.same(gaps, [], "no sample saw an uncovered slot");
+  t.same(env.generationRegressions, [], "every change of a member's ranges carried a higher generation");
   t.ok(maxOverlap > 0, "the handoffs really overlapped (the checker sees both owners)");
 });
 
@@ -70,6 +71,7 @@ t.test("exclusive: scaling 1→2→3→4→3→2 never puts a slot in two caches
   t.comment(`${graceful.length} samples (${graceful.filter((s) => s.periodic).length} periodic); ${gapSamples} saw a (bounded) gap, as exclusive mode allows: ${gapMs} ms in all over 5 steps, longest ${longest} ms`);
   t.ok(graceful.filter((s) => s.periodic).length >= 10, "the 100 ms checker took samples throughout");
   t.same(doubles, [], "no sample saw a slot in two caches");
+  t.same(env.generationRegressions, [], "every change of a member's ranges carried a higher generation");
 });
 
 t.test("a member killed without cleanup leaves a gap no longer than one lease duration plus one relist", async (t) => {

@@ -17,10 +17,10 @@ const nth = (ms: Member[], i: number): Member => ms[i] as Member;
 
 /** One valid status with a pending generation; each refusal case breaks one field. */
 const defaultStatus = (): StatusFixture => ({
-  generation: 3,
+  generation: 4,
   slotCount: 4,
   committed: { generation: 2, members: [{ name: "web-a", slots: "0-1" }, { name: "web-b", slots: "2-3" }] },
-  pending: { generation: 3, phase: "Widening", startedAt: "2026-01-01T00:00:00.000Z", deadline: "2026-01-01T00:01:00.000Z", members: [{ name: "web-a", slots: "0-2" }, { name: "web-b", slots: "3" }] },
+  pending: { generation: 4, phase: "Widening", startedAt: "2026-01-01T00:00:00.000Z", deadline: "2026-01-01T00:01:00.000Z", members: [{ name: "web-a", slots: "0-2" }, { name: "web-b", slots: "3" }] },
 });
 
 t.test("formatSlots and parseSlots round-trip, merging runs", async (t) => {
@@ -78,7 +78,7 @@ t.test("decodeTables accepts the valid status and an absent one", async (t) => {
   t.same(r.value.committed.owners, owners("aabb"));
   t.same(r.value.pending?.owners, owners("aaab"));
   t.equal(r.value.pending?.phase, PendingPhase.Widening);
-  t.equal(r.value.generation, 3);
+  t.equal(r.value.generation, 4);
   t.same(decodeTables(undefined, 4), { ok: true, value: undefined });
   t.same(decodeTables({ conditions: [] }, 4), { ok: true, value: undefined }, "a status the leader has not filled yet");
 });
@@ -91,8 +91,8 @@ t.test("decodeTables refuses every way a hand edit can break the table, saying w
     ["garbage slots", (s) => (nth(s.committed.members, 0).slots = "zero"), Refusal.Malformed, /is not N or N-M/],
     ["a member listed twice", (s) => void s.committed.members.push({ name: "web-a", slots: "" }), Refusal.Malformed, /listed twice/],
     ["a member name that is not a DNS name", (s) => (nth(s.committed.members, 0).name = "Web A"), Refusal.Malformed, /DNS/],
-    ["a pending generation not above the committed", (s) => (s.pending.generation = 2), Refusal.GenerationOrder, /at least 3/],
-    ["a narrowing pending without its reserved generation", (s) => (s.pending.phase = "Narrowing"), Refusal.GenerationOrder, /at least 4/],
+    ["a pending generation not above the committed", (s) => (s.pending.generation = 2), Refusal.GenerationOrder, /at least 4/],
+    ["a pending generation without room for its step generation", (s) => (s.pending.generation = 3), Refusal.GenerationOrder, /at least 4/],
     ["an unknown phase", (s) => (s.pending.phase = "Shrinking"), Refusal.Malformed, /phase/],
     ["an unreadable deadline", (s) => (s.pending.deadline = "soon"), Refusal.Malformed, /deadline/],
     ["a negative generation", (s) => (s.committed.generation = -1), Refusal.Malformed, /generation/],
