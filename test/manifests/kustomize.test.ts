@@ -6,14 +6,14 @@
  * manager's security settings, and that the example controllers' pod
  * templates are accepted by the webhook's own decision function.
  *
- * js-yaml (a dependency of @kubernetes/client-node) parses the output: the
+ * js-yaml (a devDependency) parses the output: the
  * client's own loadAllYaml would round-trip it through typed models.
  */
 import t from "tap";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
-import yaml from "js-yaml";
+import { loadAll } from "js-yaml";
 import { decideInjection } from "../../src/webhook/decide.ts";
 import { parsePodSettings } from "../../src/webhook/annotations.ts";
 import { defaultInjectorConfig } from "../../src/webhook/config.ts";
@@ -75,7 +75,7 @@ interface Deployment extends Obj {
 
 async function render(dir: string): Promise<Obj[]> {
   const { stdout } = await run(KUBECTL, ["kustomize", dir], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
-  return (yaml.loadAll(stdout) as Obj[]).filter((o) => o !== null);
+  return (loadAll(stdout) as Obj[]).filter((o) => o !== null);
 }
 
 const find = <T extends Obj = Obj>(objs: Obj[], kind: string, name: string): T => {
