@@ -10,6 +10,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex, Transform } from "node:stream";
 import { pipeline, Readable } from "node:stream";
+import { createGunzip } from "node:zlib";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
 import { FULL_RANGE, HashMatcher, ratio, type Range } from "../shard/range.ts";
@@ -362,12 +363,26 @@ export class ShardProxy {
       sendStatus(res, 502, `shardcar: cannot filter a ${JSON.stringify(proxyRes.headers["content-type"])} response; refusing to pass it unfiltered`);
       return;
     }
+    // Accept-Encoding was removed upstream, but a server (or a proxy in
+    // between) may compress anyway; gzip is read, anything else refused.
+    const contentEncoding = (proxyRes.headers["content-encoding"] ?? "identity").toLowerCase();
+    let body: Readable = proxyRes;
+    if (contentEncoding === "gzip") {
+      const gunzip = createGunzip();
+      proxyRes.on("error", (e) => gunzip.destroy(e));
+      body = proxyRes.pipe(gunzip);
+      delete headers["content-encoding"];
+    } else if (contentEncoding !== "identity") {
+      proxyRes.destroy();
+      sendStatus(res, 502, `shardcar: cannot read a ${JSON.stringify(contentEncoding)}-encoded response; refusing to pass it unfiltered`);
+      return;
+    }
     headers["x-shardcar-generation"] = String(st.generation);
-    if (st.kind === "list") this.#serveList(st, encoding, proxyRes, res, headers);
-    else this.#serveWatch(st, encoding, proxyRes, res, headers);
+    if (st.kind === "list") this.#serveList(st, encoding, body, res, headers);
+    else this.#serveWatch(st, encoding, body, res, headers);
   }
 
-  #serveList(st: ShardedState, encoding: Encoding, proxyRes: IncomingMessage, res: ServerResponse, headers: Record<string, string | string[]>): void {
+  #serveList(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {
     const id = resourceId(st.request.resource);
     const filterOpts = {
       matcher: new HashMatcher(st.ranges),
@@ -390,7 +405,7 @@ export class ShardProxy {
    * server filtered. The fast path (shardInfo matched) streams at once; a body
    * from which the proxy had to drop anything becomes a 503.
    */
-  #serveListOrRefuse(id: string, proxyRes: IncomingMessage, filter: Transform & { readonly stats: ListFilterStats }, res: ServerResponse, headers: Record<string, string | string[]>, done: (err: Error | null | undefined) => void): void {
+  #serveListOrRefuse(id: string, proxyRes: Readable, filter: Transform & { readonly stats: ListFilterStats }, res: ServerResponse, headers: Record<string, string | string[]>, done: (err: Error | null | undefined) => void): void {
     const limit = this.#opts.failBufferBytes ?? 64 * 1024 * 1024;
     const held: Buffer[] = [];
     let heldBytes = 0;
@@ -469,7 +484,7 @@ export class ShardProxy {
     if (!st.query.has("continue")) this.#relists.relisted(id, st.generation);
   }
 
-  #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: IncomingMessage, res: ServerResponse, headers: Record<string, string | string[]>): void {
+  #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {
     const id = resourceId(st.request.resource);
     const q = st.query;
     const rv = q.get("resourceVersion");
