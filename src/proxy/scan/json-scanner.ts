@@ -595,10 +595,27 @@ export class JsonScanner {
           }
           i = q + 1;
           // Fused: `"key":` is nearly always followed directly by the colon.
-          if (buf[i] === COLON) {
-            i++;
-            state = S_VALUE;
-          } else state = S_COLON;
+          if (buf[i] !== COLON) {
+            state = S_COLON;
+            continue;
+          }
+          i++;
+          state = S_VALUE;
+          // Fused: an off-path string value in a tracked object (a metadata
+          // name, say) is skipped right here, with the comma after it.
+          if (depth === td && this.cur[depth] === null && buf[i] === QUOTE) {
+            let k = i + 1;
+            let b = 0;
+            while (k < len && (b = buf[k] as number) !== QUOTE && b !== BSLASH && b >= 0x20) k++;
+            if (k < len && b === QUOTE) {
+              i = k + 1;
+              state = S_AFTER_OBJ;
+              if (buf[i] === COMMA) {
+                i++;
+                state = S_KEY;
+              }
+            }
+          }
           continue;
         }
 

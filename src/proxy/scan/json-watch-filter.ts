@@ -186,6 +186,19 @@ class EventInfo {
   }
 }
 
+/** Decodes a string, reusing the previous result when the bytes are the same. */
+class LastString {
+  #bytes: Buffer = Buffer.alloc(0);
+  #value = "";
+
+  decode(buf: Buffer, start: number, end: number, escaped: boolean): string {
+    if (!escaped && bytesEqual(buf, start, end, this.#bytes)) return this.#value;
+    this.#value = decodeJsonString(buf, start, end, escaped);
+    this.#bytes = Buffer.from(buf.subarray(start, end)); // a copy: buf may be scratch or a chunk
+    return this.#value;
+  }
+}
+
 const TYPES = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"].map((name) => ({ name, bytes: Buffer.from(name) }));
 
 /** An event type without allocating a string for the five known ones. */
@@ -285,6 +298,10 @@ class WatchFilterEngine implements ScanSink {
   private lineOut: Buffer[] = [];
   private lineInitialEnd = false;
   private readonly lineCounts = { passed: 0, dropped: 0, synthetic: 0 };
+
+  // A watch stream repeats one kind and apiVersion: decode each once.
+  private readonly kinds = new LastString();
+  private readonly apiVersions = new LastString();
 
   /** The first Table event's column definitions, while no event carrying them has passed. */
   private pendingColumns: Buffer | undefined;
@@ -408,9 +425,15 @@ class WatchFilterEngine implements ScanSink {
     const ev = this.ev;
     switch (id) {
       case EVENT:
-        // Whitespace before the event went out or not, per the previous event;
-        // on the same line as an event still open it joins that line's output.
+        // Whitespace before the event goes out or not, per the previous event.
         this.switchMode(HOLD, pos);
+        if (this.held.length > 0) {
+          // A passed event earlier on this (still open) line, with the
+          // whitespace since: committed to the line's output.
+          for (const b of this.held) this.lineOut.push(b);
+          this.held = [];
+          this.heldBytes = 0;
+        }
         ev.reset(pos, kind);
         return;
       case OBJECT:
@@ -445,10 +468,10 @@ class WatchFilterEngine implements ScanSink {
         ev.type = escaped ? decodeJsonString(buf, start, end, true) : knownType(buf, start, end);
         return;
       case KIND:
-        ev.kind = decodeJsonString(buf, start, end, escaped);
+        ev.kind = this.kinds.decode(buf, start, end, escaped);
         return;
       case API_VERSION:
-        ev.apiVersion = decodeJsonString(buf, start, end, escaped);
+        ev.apiVersion = this.apiVersions.decode(buf, start, end, escaped);
         return;
       case KEY:
         ev.key = this.match(buf, start, end, escaped);
@@ -493,9 +516,17 @@ class WatchFilterEngine implements ScanSink {
     return hit ? IN_RANGE : OUT_OF_RANGE;
   }
 
+  /** The held bytes so far, flushed up to `end` and taken out of `held`. */
+  private takeHeld(end: number): Buffer[] {
+    this.switchMode(HOLD, end);
+    const held = this.held;
+    this.held = [];
+    this.heldBytes = 0;
+    return held;
+  }
+
   private finishEvent(end: number): void {
     const ev = this.ev;
-    this.switchMode(HOLD, end);
     this.stats.events++;
     const verdict = judge(ev, this.key, this.emptyInRange);
     if (verdict.action === "fail") {
@@ -503,9 +534,6 @@ class WatchFilterEngine implements ScanSink {
       return;
     }
     const rv = ev.isTable ? (ev.rv ?? ev.rowRv) : ev.rv;
-    const held = this.held;
-    this.held = [];
-    this.heldBytes = 0;
     if (!this.lineOpen) {
       this.lineOpen = true;
       this.lineOut = [];
@@ -516,23 +544,27 @@ class WatchFilterEngine implements ScanSink {
     }
     if (verdict.action === "pass") {
       const mutation = ev.type !== "BOOKMARK" && ev.type !== "ERROR";
-      if (mutation && ev.isTable) this.passTable(held, this.lineOut);
-      else for (const b of held) this.lineOut.push(b);
+      // Otherwise the held range simply runs on through the line's end, so a
+      // passed event goes out as one view of the input.
+      if (mutation && ev.isTable) this.passTable(this.takeHeld(end), this.lineOut);
       this.stats.passed++;
       this.lineCounts.passed++;
       const initialEnd = ev.type === "BOOKMARK" && ev.initialEnd;
       if (initialEnd && !this.pacer.initialEventsDone) this.lineInitialEnd = true;
       // An upstream ERROR carries a Status, not the watched object: no RV to learn.
       this.pacer.passed(ev.type === "ERROR" ? undefined : rv, initialEnd);
+      // The whitespace after a passed event (its newline) stays held and goes out with it.
       this.linePassed = true;
-      // The whitespace after a passed event (its newline) goes out with it.
-      this.mode = HOLD;
     } else {
       this.stats.dropped++;
       if (ev.isTable && ev.columnsKind === KIND_ARRAY && !this.columnsDelivered && this.pendingColumns === undefined) {
         // Copied: the held chunks must not stay pinned for the life of the watch.
-        this.pendingColumns = Buffer.from(Buffer.concat(held).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
+        this.pendingColumns = Buffer.from(Buffer.concat(this.takeHeld(end)).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
       }
+      // Discard the event (no view needed for bytes that never go out).
+      this.held = [];
+      this.heldBytes = 0;
+      this.markPos = end;
       const dropped = rv !== undefined && ev.kind !== undefined && ev.apiVersion !== undefined ? { resourceVersion: rv, kind: ev.kind, apiVersion: ev.apiVersion } : undefined;
       const due = this.pacer.dropped(dropped, this.now());
       if (due !== undefined) this.bookmark(due, this.lineOut);
