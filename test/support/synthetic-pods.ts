@@ -29,24 +29,30 @@ export function syntheticUid(rnd: () => number): string {
 const NAMESPACES = ["alpha", "team-a", "beta", "gamma", "payments", "search-indexer"];
 const APPS = ["web", "api", "worker", "cache", "batch"];
 
+export interface PodShape {
+  /** Slimmer pods (one container, no volumes, tolerations or container statuses): about 2 KB, like a typical watch event. */
+  readonly small?: boolean;
+}
+
 /** One pod object (not serialised). `index` picks names; `rnd` everything else. */
-export function syntheticPod(index: number, rnd: () => number): Record<string, unknown> {
+export function syntheticPod(index: number, rnd: () => number, shape: PodShape = {}): Record<string, unknown> {
   const app = APPS[index % APPS.length] ?? "web";
   const ns = NAMESPACES[index % NAMESPACES.length] ?? "alpha";
   const name = `${app}-${hex(rnd, 10)}-${hex(rnd, 5)}`;
-  const containers = rnd() < 0.75 ? 1 : 2;
-  const envCount = Math.floor(rnd() * 5);
+  const small = shape.small === true;
+  const containers = small || rnd() < 0.75 ? 1 : 2;
+  const envCount = Math.floor(rnd() * (small ? 3 : 5));
   const ts = `2026-11-30T07:${String(10 + (index % 50)).padStart(2, "0")}:21Z`;
   // About a third are still Pending: no node, no kubelet status, which gives
   // the spread of sizes a real list has (roughly 2–6 KB compact).
-  const running = rnd() < 0.65;
+  const running = !small && rnd() < 0.65;
   const mkContainer = (k: number): Record<string, unknown> => ({
     name: `${app}-${k}`,
     image: `registry.example.com/team/${app}:v1.${index % 40}.${k}`,
     ports: [{ name: "http", containerPort: 8080 + k, protocol: "TCP" }],
     env: Array.from({ length: envCount }, (_, e) => ({ name: `ENV_VAR_${e}`, value: `value-${hex(rnd, 6 + (e % 12))}` })),
     resources: { limits: { cpu: "500m", memory: "256Mi" }, requests: { cpu: "100m", memory: "128Mi" } },
-    volumeMounts: [{ name: "kube-api-access", readOnly: true, mountPath: "/var/run/secrets/kubernetes.io/serviceaccount" }],
+    ...(small ? {} : { volumeMounts: [{ name: "kube-api-access", readOnly: true, mountPath: "/var/run/secrets/kubernetes.io/serviceaccount" }] }),
     terminationMessagePath: "/dev/termination-log",
     terminationMessagePolicy: "File",
     imagePullPolicy: "IfNotPresent",
@@ -98,7 +104,7 @@ export function syntheticPod(index: number, rnd: () => number): Record<string, u
       ],
     },
     spec: {
-      volumes: [{ name: "kube-api-access", projected: { sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: "token" } }], defaultMode: 420 } }],
+      ...(small ? {} : { volumes: [{ name: "kube-api-access", projected: { sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: "token" } }], defaultMode: 420 } }] }),
       containers: Array.from({ length: containers }, (_, k) => mkContainer(k)),
       restartPolicy: "Always",
       terminationGracePeriodSeconds: 30,
@@ -107,10 +113,14 @@ export function syntheticPod(index: number, rnd: () => number): Record<string, u
       ...(running ? { nodeName: `node-${index % 97}` } : {}),
       securityContext: {},
       schedulerName: "default-scheduler",
-      tolerations: [
-        { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
-        { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
-      ],
+      ...(small
+        ? {}
+        : {
+            tolerations: [
+              { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
+              { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
+            ],
+          }),
       priority: 0,
       enableServiceLinks: true,
       preemptionPolicy: "PreemptLowerPriority",
@@ -143,12 +153,12 @@ export function syntheticPod(index: number, rnd: () => number): Record<string, u
 }
 
 /** Compact pod JSON strings until `targetBytes` is reached. */
-export function syntheticPodJsons(targetBytes: number, seed = 1): string[] {
+export function syntheticPodJsons(targetBytes: number, seed = 1, shape: PodShape = {}): string[] {
   const rnd = makeRandom(seed);
   const out: string[] = [];
   let total = 0;
   for (let i = 0; total < targetBytes; i++) {
-    const s = JSON.stringify(syntheticPod(i, rnd));
+    const s = JSON.stringify(syntheticPod(i, rnd, shape));
     out.push(s);
     total += s.length + 1;
   }
@@ -162,9 +172,9 @@ export function syntheticPodList(targetBytes: number, opts: { seed?: number; sel
   return Buffer.from(`{"kind":"PodList","apiVersion":"v1","metadata":${meta},"items":[${pods.join(",")}]}\n`);
 }
 
-/** Newline-delimited watch events (`ADDED`/`MODIFIED`/`DELETED`), one pod each. */
-export function syntheticWatchStream(targetBytes: number, seed = 1): Buffer {
-  const pods = syntheticPodJsons(targetBytes, seed);
+/** Newline-delimited watch events (`ADDED`/`MODIFIED`/`DELETED`), one pod each; about 2 KB each with `small`. */
+export function syntheticWatchStream(targetBytes: number, seed = 1, shape: PodShape = {}): Buffer {
+  const pods = syntheticPodJsons(targetBytes, seed, shape);
   const types = ["ADDED", "MODIFIED", "MODIFIED", "DELETED"];
   return Buffer.from(pods.map((p, i) => `{"type":"${types[i % types.length] ?? "ADDED"}","object":{"kind":"Pod","apiVersion":"v1",${p.slice(1)}}\n`).join(""));
 }
