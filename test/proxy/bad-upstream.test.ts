@@ -12,7 +12,11 @@ import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
+import { readCase } from "../support/fixture-io.ts";
+import { decodeEvent, loadK8sProto, splitFrames } from "../support/proto/k8s.ts";
 import { syntheticPodList } from "../support/synthetic-pods.ts";
+
+const pb = loadK8sProto();
 
 async function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter"): Promise<RunningProxy> {
   const upstream = createServer((req, res) => handler(res, req.url ?? ""));
@@ -148,4 +152,35 @@ t.test("fallback=fail: an unfiltered list becomes 503; a server-filtered one str
   const ok = await get(`${proxy.url}/api/v1/pods`);
   t.equal(ok.status, 200);
   t.ok(ok.body.equals(filtered), "the confirmed list passes byte for byte");
+});
+
+const PB = "application/vnd.kubernetes.protobuf";
+
+t.test("protobuf: a list cut mid-item fails in the client, never a shorter valid list", async (t) => {
+  const pbList = readCase("kube-apiserver/gate-off/pods", "pb-list-uid-low").response.body;
+  for (const at of [0.3, 0.7]) {
+    const proxy = await withUpstream(t, (res) => {
+      res.writeHead(200, { "content-type": PB });
+      res.end(pbList.subarray(0, Math.floor(pbList.length * at)));
+    });
+    const r = await get(`${proxy.url}/api/v1/pods`);
+    t.ok(r.aborted, `cut at ${at}: the client's response ended with an error`);
+  }
+});
+
+t.test("protobuf: a frame longer than the bytes left, or over the size limit, ends the watch with an ERROR frame", async (t) => {
+  const frames = readCase("kube-apiserver/gate-off/pods", "pb-watch-uid-low").response.body;
+  const firstLen = frames.readUInt32BE(0);
+  const truncated = frames.subarray(0, 4 + firstLen + 4 + 10);
+  const huge = Buffer.concat([frames.subarray(0, 4 + firstLen), Buffer.from([0x7f, 0xff, 0xff, 0xff])]);
+  for (const [name, body] of [["truncated", truncated], ["oversized", huge]] as const) {
+    const proxy = await withUpstream(t, (res) => {
+      res.writeHead(200, { "content-type": `${PB};stream=watch` });
+      res.end(body);
+    });
+    const r = await get(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=1`);
+    const types = splitFrames(r.body).map((f) => decodeEvent(pb, f).type);
+    t.equal(types[types.length - 1], "ERROR", `${name}: the stream ends with ERROR (${types.join(",")})`);
+    t.ok(types.slice(0, -1).every((x) => x === "ADDED" || x === "MODIFIED" || x === "DELETED" || x === "BOOKMARK"), `${name}: nothing unreadable before it`);
+  }
 });
