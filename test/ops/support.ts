@@ -11,7 +11,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { seedPods, startDevApi, type DevApi, type GateMode } from "../../src/devapi/index.ts";
+import { KubeConfig } from "@kubernetes/client-node";
 import { main } from "../../src/cli/main.ts";
+import { silentLogger } from "../../src/log.ts";
+import { runCoordinator, RingMember, RING_GROUP, RING_VERSION } from "../../src/ring/index.ts";
 
 export interface AccessSpec {
   readonly user?: string;
@@ -136,3 +139,98 @@ export function releasesCrd(): Record<string, unknown> {
     },
   };
 }
+
+/** A kubeconfig file that points straight at `url` (devapi, plain HTTP on loopback). */
+export function kubeconfigFile(url: string, namespace = "default"): string {
+  const dir = mkdtempSync(join(tmpdir(), "shardcar-kc-"));
+  const path = join(dir, "kubeconfig");
+  writeFileSync(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: dev, cluster: {server: "${url}", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: dev, user: u, namespace: ${namespace}}}]
+current-context: dev
+`,
+  );
+  return path;
+}
+
+/**
+ * A real ring on devapi: the manager's coordinator and RingMembers, each
+ * acknowledging a new generation 50 ms after it arrives (as a proxy does once
+ * its controller relisted). Short timings, as in test/ring.
+ */
+export class TestRing {
+  readonly api: DevApi;
+  readonly namespace: string;
+  readonly ring: string;
+  readonly members = new Map<string, RingMember>();
+  readonly #kc: KubeConfig;
+  #coordinator: { abort: AbortController; done: Promise<void> } | undefined;
+
+  constructor(api: DevApi, namespace: string, ring: string) {
+    this.api = api;
+    this.namespace = namespace;
+    this.ring = ring;
+    this.#kc = new KubeConfig();
+    this.#kc.loadFromOptions({
+      clusters: [{ name: "dev", server: api.url, skipTLSVerify: true }],
+      users: [{ name: "u", token: "ring" }],
+      contexts: [{ name: "c", cluster: "dev", user: "u" }],
+      currentContext: "c",
+    });
+  }
+
+  startCoordinator(): void {
+    const abort = new AbortController();
+    const done = runCoordinator({ kubeConfig: this.#kc, namespace: this.namespace, ringNamespace: this.namespace, identity: "mgr", election: RING_TIMINGS, log: silentLogger() }, abort.signal);
+    this.#coordinator = { abort, done };
+  }
+
+  async stopCoordinator(): Promise<void> {
+    const c = this.#coordinator;
+    this.#coordinator = undefined;
+    c?.abort.abort();
+    await c?.done;
+  }
+
+  async add(name: string): Promise<RingMember> {
+    const m = new RingMember({ kubeConfig: this.#kc, namespace: this.namespace, ring: this.ring, member: name, timings: RING_TIMINGS, leaveTimeoutMs: 10_000, log: silentLogger() });
+    m.subscribe((next) => {
+      setTimeout(() => m.markApplied(next.generation), 50).unref();
+    });
+    this.members.set(name, m);
+    await m.start();
+    return m;
+  }
+
+  /** What SIGKILL (or a frozen process) leaves: no renewals, its Lease and claimed slots stay as they were. */
+  kill(name: string): void {
+    this.members.get(name)?.halt();
+    this.members.delete(name);
+  }
+
+  /** Waits for a committed table of exactly `names`, nothing pending, every member on it. */
+  async settled(names: readonly string[], timeoutMs = 15_000): Promise<void> {
+    const want = [...names].sort().join(",");
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const st = this.api.store.get({ group: RING_GROUP, version: RING_VERSION, resource: "shardrings" }, this.namespace, this.ring)?.status as
+        | { committed?: { generation: number; members: { name: string }[] }; pending?: unknown }
+        | undefined;
+      const committed = st?.committed;
+      if (committed !== undefined && st?.pending === undefined && committed.members.map((m) => m.name).sort().join(",") === want && [...this.members.values()].every((m) => m.current().generation === committed.generation)) return;
+      if (Date.now() > end) throw new Error(`ring ${this.ring} did not settle on [${want}] within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const m of this.members.values()) m.halt();
+    await this.stopCoordinator();
+  }
+}
+
+export const RING_TIMINGS = { leaseDurationSeconds: 2, renewDeadlineMs: 1_200, retryPeriodMs: 300 } as const;
