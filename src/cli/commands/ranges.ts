@@ -37,7 +37,7 @@ Examples:
     if (positionals.length !== 1) throw new UsageError("N", "exactly one N is required, e.g. shardcar ranges 3");
     const n = intFlag("N", positionals[0], 1, 1, 4096);
     if (values["for-object"] !== undefined) {
-      if (values.key !== undefined) throw new UsageError("--key", "with --for-object the key comes from --resource (e.g. configmaps=namespace); drop --key");
+      if (values.key !== undefined) throw new UsageError("--key", "--key does not apply with --for-object: the key comes from --resource (e.g. configmaps=namespace)");
       return runForObject(values, io, n);
     }
     for (const f of ["resource", "ring"] as const) if (values[f] !== undefined) throw new UsageError(`--${f}`, `--${f} only applies with --for-object`);
