@@ -142,8 +142,6 @@ class ListFilterEngine implements ScanSink {
   private remainingKeyStart = -1;
   private remainingEnd = -1;
   private metaOpen = false;
-  /** The top-level kind is Status (seen before any decision). */
-  private statusKind = false;
 
   private inItems = false;
   private keptInArray = 0;
@@ -151,7 +149,6 @@ class ListFilterEngine implements ScanSink {
   private heldComma = false;
   private itemStart = -1;
   private itemDecision = UNDECIDED;
-  private keyMatch: boolean | undefined;
 
   constructor(opts: ListFilterOptions) {
     this.matcher = opts.matcher;
@@ -271,26 +268,31 @@ class ListFilterEngine implements ScanSink {
         this.stats.items++;
         this.itemStart = pos;
         this.itemDecision = UNDECIDED;
-        this.keyMatch = undefined;
         return;
       default:
         return;
     }
   }
 
-  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void {
     switch (id) {
       case ITEM_KEY:
-        this.keyMatch = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
+        if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {
+          this.decide(escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end), after);
+        }
         return;
       case SELECTOR:
         this.selector = decodeJsonString(buf, start, end, escaped);
+        return;
+      case ITEM:
+        // A string where an item should be (strings get no leave): it ends here.
+        if (this.itemStart >= 0) this.leaveItem(after);
         return;
       case KIND: {
         const kind = decodeJsonString(buf, start, end, escaped);
         this.stats.kind = kind;
         // A Status (an error body) carries no items: pass it through untouched.
-        if (kind === "Status" && !this.decided) this.statusKind = true;
+        if (kind === "Status" && !this.decided) this.goRaw(after);
         return;
       }
       default:
@@ -300,9 +302,6 @@ class ListFilterEngine implements ScanSink {
 
   leave(id: number, end: number): void {
     switch (id) {
-      case KIND:
-        if (this.statusKind && !this.decided) this.goRaw(end);
-        return;
       case REMAINING:
         if (!this.metaOpen) return;
         this.remainingKeyStart = this.scanner.lastKeyStart;
@@ -310,9 +309,6 @@ class ListFilterEngine implements ScanSink {
         return;
       case META:
         if (this.metaOpen) this.leaveMeta(end);
-        return;
-      case ITEM_KEY:
-        if (this.keyMatch !== undefined && this.itemDecision === UNDECIDED) this.decide(this.keyMatch, end);
         return;
       case ITEM_META:
         if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {

@@ -36,13 +36,17 @@ export type ValueKind = 1 | 2 | 3 | 4 | 5 | 6 | 7;
 export interface ScanSink {
   /** A value with a non-zero node id starts at absolute offset `pos`. */
   enter(id: number, pos: number, kind: ValueKind): void;
-  /** That value ends; `end` is the absolute offset just past its last byte. */
+  /**
+   * That value ends; `end` is the absolute offset just past its last byte.
+   * Not called for strings: {@link string} carries their end.
+   */
   leave(id: number, end: number): void;
   /**
    * A string value with a non-zero id: its raw bytes (between the quotes, still
-   * escaped when `escaped`) are `buf[start, end)`. Valid only during the call.
+   * escaped when `escaped`) are `buf[start, end)`, valid only during the call;
+   * `after` is the absolute offset just past its closing quote.
    */
-  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void;
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void;
   /** A comma directly inside a container whose node asked for commas. */
   comma(id: number, pos: number): void;
   /** A newline between top-level values at `pos` (multi mode only): a watch event's line is complete. */
@@ -472,8 +476,7 @@ export class JsonScanner {
       this.keyStartPos = this.pendingKeyStart;
       return;
     }
-    this.sink.string(this.strId, sbuf, ss, se, this.strEscaped);
-    this.sink.leave(this.strId, base + q + 1);
+    this.sink.string(this.strId, sbuf, ss, se, this.strEscaped, base + q + 1);
   }
 
   private growStack(): Uint8Array {

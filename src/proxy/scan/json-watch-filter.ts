@@ -461,9 +461,17 @@ class WatchFilterEngine implements ScanSink {
     }
   }
 
-  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void {
     const ev = this.ev;
     switch (id) {
+      // Strings get no leave(): a string where an event or the column
+      // definitions should be ends here (and fails the event when judged).
+      case EVENT:
+        this.finishEvent(after);
+        return;
+      case COLUMNS:
+        ev.columnsEnd = after;
+        return;
       case TYPE:
         ev.type = escaped ? decodeJsonString(buf, start, end, true) : knownType(buf, start, end);
         return;

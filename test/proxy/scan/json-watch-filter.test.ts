@@ -330,6 +330,9 @@ t.test("an unparsable line ends the stream with one ERROR event and is never pas
     `{"type":"ADDED","object":{"metadata":{"uid":"${IN_UID}","x":"raw\ttab"}}}\n`,
     `{"type":"ADDED","object":{"metadata":{"uid":"${IN_UID}"}}} trailing\n`,
     `["ADDED"]\n`,
+    `"ADDED"\n`,
+    `42\n`,
+    `null\n`,
   ];
   for (const line of bad) {
     const body = ev("ADDED", IN_UID, "10") + line + ev("ADDED", IN_UID2, "12");
