@@ -106,7 +106,10 @@ export class RingMember implements OwnershipSource {
   #slots: readonly number[] = [];
   #tables: RingTables | undefined;
   #slotCount: number | undefined;
+  /** What the proxy is told to enforce; changes only when the ranges do. */
   #ownership: Ownership = EMPTY;
+  /** What the tables say right now, possibly a newer generation with the same ranges. */
+  #target: Ownership = EMPTY;
   #appliedRanges: readonly Range[] = [];
   #applied = 0;
   #leaving = false;
@@ -150,7 +153,7 @@ export class RingMember implements OwnershipSource {
   markApplied(generation: number): void {
     if (generation !== this.#ownership.generation) return;
     this.#appliedRanges = this.#ownership.ranges;
-    this.#noteApplied(generation);
+    this.#reportIfApplied();
   }
 
   // ---- lifecycle ----------------------------------------------------------
@@ -441,13 +444,19 @@ export class RingMember implements OwnershipSource {
       this.#slots = t.slots;
       next = { generation: t.generation, ranges: slotsToRanges(t.slots, this.#slotCount) };
     }
+    this.#target = next;
     this.#publish(next);
+    this.#reportIfApplied();
     this.#checkLeft();
   }
 
   #publish(next: Ownership): void {
     const prev = this.#ownership;
-    if (prev.generation === next.generation && equal(prev.ranges, next.ranges)) return;
+    // Only a change of ranges is news to the proxy: a generation that leaves
+    // this member's ranges alone is acknowledged without a notification (and
+    // so without a relist). Each notification still carries a higher
+    // generation than the last, since a generation names one range set.
+    if (equal(prev.ranges, next.ranges) && (prev.generation === 0) === (next.generation === 0)) return;
     this.#ownership = Object.freeze({ generation: next.generation, ranges: Object.freeze([...next.ranges]) });
     this.#log.info({ generation: next.generation, slots: formatSlots(this.#slots) }, "ranges changed");
     this.#metrics?.owned.set({ ring: this.#o.ring }, ratio(next.ranges));
@@ -459,9 +468,15 @@ export class RingMember implements OwnershipSource {
         this.#log.error({ err: describe(e) }, "ownership listener threw");
       }
     }
-    // Nothing to relist when the ranges are what the proxy last applied (a
-    // generation that does not touch this member): report it at once.
-    if (equal(next.ranges, this.#appliedRanges)) this.#noteApplied(next.generation);
+  }
+
+  /**
+   * Reports the newest generation whose ranges the proxy has applied: when
+   * the target's ranges are the ones the proxy last relisted under, there is
+   * nothing left to do for it.
+   */
+  #reportIfApplied(): void {
+    if (this.#target.generation !== 0 && equal(this.#target.ranges, this.#appliedRanges)) this.#noteApplied(this.#target.generation);
   }
 
   #noteApplied(generation: number): void {

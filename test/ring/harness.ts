@@ -276,7 +276,9 @@ export class RingEnv {
           const entry = committed.members.find((x) => x.name === m.name);
           const slots = entry === undefined ? { ok: true as const, value: [] } : parseSlots(entry.slots, slotCount);
           // Exactly its committed slots (not still widened), and relisted.
-          return slots.ok && cur.generation === committed.generation && equal(cur.ranges, slotsToRanges(slots.value, slotCount)) && equal(m.proxy.cache, cur.ranges);
+          // (The generation may be an older one: a member is only told about
+          // generations that change its ranges.)
+          return slots.ok && equal(cur.ranges, slotsToRanges(slots.value, slotCount)) && equal(m.proxy.cache, cur.ranges);
         });
       },
       timeoutMs,
