@@ -104,7 +104,6 @@ const UNDECIDED = 0;
 const KEEP = 1;
 const DROP = 2;
 
-
 function isWs(b: number | undefined): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 }
@@ -304,6 +303,7 @@ class ListFilterEngine implements ScanSink {
     switch (id) {
       case REMAINING:
         if (!this.metaOpen) return;
+        // The only list-metadata member ever cut. `continue` and `resourceVersion` are kept: dropping `continue` silently truncates a paged relist after its first page (the kube-state-metrics lesson), and the RV is where the reflector's watch resumes.
         this.remainingKeyStart = this.scanner.lastKeyStart;
         this.remainingEnd = end;
         return;
@@ -371,10 +371,7 @@ class ListFilterEngine implements ScanSink {
   /**
    * Drops `remainingItemCount` from the held list metadata: on sharded pages
    * it counts the unfiltered remainder (1.36.0–1.36.3), and after filtering
-   * it is wrong anyway. `continue` and `resourceVersion` are never touched:
-   * dropping `continue` would silently truncate a paged relist after its first
-   * page (the kube-state-metrics lesson), and the RV is what the reflector
-   * resumes its watch from.
+   * it is wrong anyway. Nothing else in the list metadata is touched.
    */
   private cutRemainingItemCount(): void {
     if (this.remainingKeyStart < 0) return;
