@@ -106,9 +106,9 @@ export class RingMember implements OwnershipSource {
   #slots: readonly number[] = [];
   #tables: RingTables | undefined;
   #slotCount: number | undefined;
-  /** What the proxy is told to enforce; changes only when the ranges do. */
+  /** What the proxy is told to enforce. */
   #ownership: Ownership = EMPTY;
-  /** What the tables say right now, possibly a newer generation with the same ranges. */
+  /** What the tables say right now (the same as `#ownership` once published). */
   #target: Ownership = EMPTY;
   #appliedRanges: readonly Range[] = [];
   #applied = 0;
@@ -452,11 +452,11 @@ export class RingMember implements OwnershipSource {
 
   #publish(next: Ownership): void {
     const prev = this.#ownership;
-    // Only a change of ranges is news to the proxy: a generation that leaves
-    // this member's ranges alone is acknowledged without a notification (and
-    // so without a relist). Each notification still carries a higher
-    // generation than the last, since a generation names one range set.
-    if (equal(prev.ranges, next.ranges) && (prev.generation === 0) === (next.generation === 0)) return;
+    // Every new generation is published, even with unchanged ranges: callers
+    // rely on current().generation naming the table generation the member is
+    // at. A proxy should not relist when only the generation moved (the
+    // ranges are equal); the member then acknowledges it by itself, below.
+    if (prev.generation === next.generation && equal(prev.ranges, next.ranges)) return;
     this.#ownership = Object.freeze({ generation: next.generation, ranges: Object.freeze([...next.ranges]) });
     this.#log.info({ generation: next.generation, slots: formatSlots(this.#slots) }, "ranges changed");
     this.#metrics?.owned.set({ ring: this.#o.ring }, ratio(next.ranges));

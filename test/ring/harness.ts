@@ -276,9 +276,7 @@ export class RingEnv {
           const entry = committed.members.find((x) => x.name === m.name);
           const slots = entry === undefined ? { ok: true as const, value: [] } : parseSlots(entry.slots, slotCount);
           // Exactly its committed slots (not still widened), and relisted.
-          // (The generation may be an older one: a member is only told about
-          // generations that change its ranges.)
-          return slots.ok && equal(cur.ranges, slotsToRanges(slots.value, slotCount)) && equal(m.proxy.cache, cur.ranges);
+          return slots.ok && cur.generation === committed.generation && equal(cur.ranges, slotsToRanges(slots.value, slotCount)) && equal(m.proxy.cache, cur.ranges);
         });
       },
       timeoutMs,
