@@ -60,15 +60,9 @@ export interface WatchFilterOptions {
 /** Same bound as a list item: a watch event is one object plus a small envelope. */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 
-/**
- * One synthetic bookmark per second per stream keeps a quiet shard's RV
- * within a second of the stream's, far inside the watch cache's history
- * window, while costing at most one small event a second.
- */
-export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
+import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
 
-/** Emitted (once) when the upstream `k8s.io/initial-events-end` bookmark has been passed on. */
-export const INITIAL_EVENTS_END = "initial-events-end";
+export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
 
 // Node ids.
 const EVENT = 1;

@@ -55,11 +55,9 @@ export interface ProtoWatchFilterOptions {
  */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
-/** design.md §4: "at most one a second per stream". */
-export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
+import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
 
-/** The event emitted once the upstream initial-events-end bookmark has been pushed (same name as the JSON filter's). */
-export const INITIAL_EVENTS_END = "initial-events-end";
+export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
 
 // Event types, as they appear in WatchEvent.type.
 const OTHER = 0;

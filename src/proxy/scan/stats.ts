@@ -40,3 +40,17 @@ export interface WatchFilterStats {
   /** ERROR events the filter itself wrote (each one ends the stream). */
   errors: number;
 }
+
+/**
+ * One synthetic bookmark per second per stream (design.md §4) keeps a quiet
+ * shard's resourceVersion within a second of the stream's, far inside the
+ * watch cache's history window, at the cost of one small event a second.
+ */
+export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
+
+/**
+ * Both watch filters emit this event once, after the upstream
+ * `k8s.io/initial-events-end` bookmark has been passed on; the proxy counts a
+ * watch-list as a completed relist from then on.
+ */
+export const INITIAL_EVENTS_END = "initial-events-end";
