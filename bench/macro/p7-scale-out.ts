@@ -130,32 +130,52 @@ async function startReplica(name: string, kubeconfig: string, tls: BenchTls): Pr
 const rangeKey = (rs: ReadonlyArray<{ start: string; end: string }>): string => rs.map((r) => `${r.start}-${r.end}`).join(",");
 
 /**
- * True once the committed table holds exactly `replicas`, nothing is
+ * Undefined once the committed table holds exactly `replicas`, nothing is
  * pending, each proxy enforces its committed slots at the committed
- * generation, and each cache holds exactly the pods in those slots.
+ * generation, and each cache holds exactly the pods in those slots;
+ * otherwise what is still missing (for the error when it never settles).
  */
-async function settled(replicas: readonly Replica[], devapiUrl: string, ca: string, uids: readonly string[]): Promise<boolean> {
+async function unsettled(replicas: readonly Replica[], devapiUrl: string, ca: string, uids: readonly string[]): Promise<string | undefined> {
   const ring = await getJson<{ status?: Partial<ShardRingStatusJson> }>(`${devapiUrl}/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${NS}/${RING_PLURAL}/${RING}`, ca);
   const st = ring?.status;
-  if (st?.committed === undefined || st.pending !== undefined) return false;
+  if (st?.committed === undefined) return "no committed table";
+  if (st.pending !== undefined) return `generation ${st.pending.generation} pending (${JSON.stringify(st.pending).slice(0, 300)})`;
   const committed = st.committed;
   const slotCount = st.slotCount ?? 256;
   const names = committed.members.map((m) => m.name).sort().join(",");
-  if (names !== replicas.map((r) => r.name).sort().join(",")) return false;
+  if (names !== replicas.map((r) => r.name).sort().join(",")) return `committed generation ${committed.generation} has members [${names}]`;
   for (const r of replicas) {
     const entry = committed.members.find((m) => m.name === r.name);
     const slots = entry === undefined ? undefined : parseSlots(entry.slots, slotCount);
-    if (slots === undefined || !slots.ok) return false;
+    if (slots === undefined || !slots.ok) return `${r.name}: no valid slots in the committed table`;
     const ranges: Range[] = slotsToRanges(slots.value, slotCount);
     const dbg = await debugOf(r);
-    if (dbg === undefined || dbg.generation !== committed.generation) return false;
-    if (rangeKey(dbg.ranges) !== rangeKey(ranges.map((x) => ({ start: formatBound(x.start), end: formatBound(x.end) })))) return false;
+    if (dbg === undefined) return `${r.name}: no /debug/shardcar`;
+    if (dbg.generation !== committed.generation) return `${r.name}: proxy at generation ${dbg.generation}, committed ${committed.generation}`;
+    if (rangeKey(dbg.ranges) !== rangeKey(ranges.map((x) => ({ start: formatBound(x.start), end: formatBound(x.end) })))) return `${r.name}: proxy enforces ${rangeKey(dbg.ranges)}, committed slots ${entry?.slots ?? ""}`;
     const matcher = new HashMatcher(ranges);
     const expected = uids.filter((u) => matcher.matchesString(u)).length;
     const got = await ask<{ objects: number; outOfRange: number }>(r.controller, { type: "exact", ranges: ranges.map((x) => [x.start.toString(), x.end.toString()]) }, "exact", 30_000);
-    if (got.objects !== expected || got.outOfRange !== 0) return false;
+    if (got.objects !== expected || got.outOfRange !== 0) return `${r.name}: cache holds ${got.objects} pods (${got.outOfRange} outside its slots), expected ${expected}`;
   }
-  return true;
+  return undefined;
+}
+
+/** Waits until {@link unsettled} is satisfied; throws with the last reason after `timeoutMs`. */
+async function settle(replicas: readonly Replica[], devapiUrl: string, ca: string, uids: readonly string[], timeoutMs: number): Promise<void> {
+  let why: string | undefined = "not checked";
+  const ok = await until(
+    async () => {
+      why = await unsettled(replicas, devapiUrl, ca, uids);
+      return why === undefined;
+    },
+    timeoutMs,
+    100,
+  );
+  if (!ok) {
+    const logs = replicas.map((r) => `${r.name}:\n  ${r.proxy.lines.slice(-8).join("\n  ")}`).join("\n");
+    throw new Error(`the ring did not settle with [${replicas.map((r) => r.name).join(", ")}] within ${timeoutMs / 1000} s: ${why}\n${logs}`);
+  }
 }
 
 export const bench: Bench = async ({ quick }) => {
@@ -187,14 +207,16 @@ export const bench: Bench = async ({ quick }) => {
 
     const replicas: Replica[] = [];
     for (let i = 0; i < members; i++) replicas.push(await startReplica(`web-${i}`, kubeconfig, tls));
-    if (!(await until(() => settled(replicas, ready.url, tls.caPem, uids), 180_000, 200))) throw new Error(`the ring did not settle with ${members} members within 180 s`);
+    await settle(replicas, ready.url, tls.caPem, uids, quick ? 60_000 : 120_000);
 
     const before = await ask<{ lists: number }>(devapi, { type: "stats" }, "stats", 10_000);
     const perBefore = await Promise.all(replicas.map((r) => debugOf(r)));
     const t0 = performance.now();
     const joiner = await startReplica(`web-${members}`, kubeconfig, tls);
     replicas.push(joiner);
-    if (!(await until(() => settled(replicas, ready.url, tls.caPem, uids), 180_000, 100))) throw new Error(`the ring did not settle with ${members + 1} members within 180 s`);
+    // A cache that is still wrong after this long stays wrong: nothing in
+    // the protocol revisits it (see the error's reason).
+    await settle(replicas, ready.url, tls.caPem, uids, quick ? 30_000 : 120_000);
     const convergenceMs = performance.now() - t0;
     // Late relists would still count: look again a moment later.
     await new Promise((r) => setTimeout(r, quick ? 1000 : 3000));
