@@ -1,11 +1,22 @@
 /**
- * Tracks, per ownership generation, which sharded resources still have to
- * relist before the controller's caches reflect the new ranges. The ring
- * member may report a generation ready only after that (design.md, handoff).
+ * Tracks which sharded resources still have to relist before the
+ * controller's caches reflect the ranges of a generation. The ring member may
+ * report a generation applied only after that (design.md, handoff).
+ *
+ * Two clocks: the ring's *generation* (what the member reports) and the
+ * proxy's range *epoch*, which moves only when the enforced ranges change. A
+ * generation that keeps the ranges needs no relist, and a relist done under
+ * an epoch counts for every generation of that epoch.
  */
 
+interface Pending {
+  readonly generation: number;
+  readonly epoch: number;
+  readonly resources: Set<string>;
+}
+
 export class RelistTracker {
-  readonly #pending = new Map<number, Set<string>>();
+  #pending: Pending[] = [];
   readonly #onApplied: (generation: number) => void;
 
   constructor(onApplied: (generation: number) => void) {
@@ -13,33 +24,35 @@ export class RelistTracker {
   }
 
   /**
-   * A new generation is enforced; `watched` are the resources that had open
-   * watches, each of which must now relist. With none, it is applied at once.
+   * Generation `generation` is now enforced, under range epoch `epoch`;
+   * `watched` must relist under that epoch. Resources still owing a relist
+   * for an older generation owe it for this one too (they may have no open
+   * watch to end right now). With nothing owed, it is applied at once.
    */
-  begin(generation: number, watched: Iterable<string>): void {
-    // Older generations are superseded: their relists can no longer complete them.
-    for (const g of this.#pending.keys()) if (g < generation) this.#pending.delete(g);
-    const set = new Set(watched);
-    if (set.size === 0) {
+  begin(generation: number, epoch: number, watched: Iterable<string>): void {
+    const owed = new Set(watched);
+    for (const p of this.#pending) for (const r of p.resources) owed.add(r);
+    this.#pending = [];
+    if (owed.size === 0) {
       this.#onApplied(generation);
       return;
     }
-    this.#pending.set(generation, set);
+    this.#pending.push({ generation, epoch, resources: owed });
   }
 
-  /** `resource` completed a full list (or watch-list initial sync) under `generation`. */
-  relisted(resource: string, generation: number): void {
-    for (const [g, set] of this.#pending) {
-      if (g > generation) continue;
-      set.delete(resource);
-      if (set.size === 0) {
-        this.#pending.delete(g);
-        this.#onApplied(g);
-      }
+  /** `resource` completed a relist under range epoch `epoch`. */
+  relisted(resource: string, epoch: number): void {
+    const still: Pending[] = [];
+    for (const p of this.#pending) {
+      if (p.epoch <= epoch) p.resources.delete(resource);
+      if (p.resources.size === 0) this.#onApplied(p.generation);
+      else still.push(p);
     }
+    this.#pending = still;
   }
 
-  pendingFor(generation: number): readonly string[] {
-    return [...(this.#pending.get(generation) ?? [])];
+  /** Resources still owing a relist for the newest generation. */
+  pending(): readonly string[] {
+    return [...(this.#pending[0]?.resources ?? [])];
   }
 }

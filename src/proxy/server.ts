@@ -13,7 +13,7 @@ import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
-import { FULL_RANGE, HashMatcher, ratio, type Range } from "../shard/range.ts";
+import { FULL_RANGE, HashMatcher, equal, ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
@@ -91,12 +91,14 @@ interface ShardedState {
   readonly ranges: readonly Range[];
   readonly sentSelector: string | undefined;
   readonly generation: number;
+  /** The range epoch the request was rewritten under (see {@link RelistTracker}). */
+  readonly epoch: number;
   readonly query: URLSearchParams;
 }
 
 interface OpenWatch {
   readonly resource: string;
-  readonly generation: number;
+  readonly epoch: number;
   /** The filter's live tallies, folded into {@link ShardProxy.stats} while open. */
   readonly live: WatchFilterStats;
   terminate(message: string): void;
@@ -112,6 +114,12 @@ function isTrue(v: string | null): boolean {
   return v === "true" || v === "1";
 }
 
+/** A watch that continues from a specific resourceVersion (typically a LIST's), without initial state. */
+function isResumingWatch(q: URLSearchParams): boolean {
+  const rv = q.get("resourceVersion");
+  return !isTrue(q.get("sendInitialEvents")) && rv !== null && rv !== "" && rv !== "0";
+}
+
 export class ShardProxy {
   readonly #opts: ShardProxyOptions;
   readonly #index: ResourceIndex;
@@ -124,6 +132,11 @@ export class ShardProxy {
   readonly #stats = new Map<string, ResourceStats>();
   readonly #recent = new Map<string, RecentKeys>();
   readonly #relists: RelistTracker;
+  /** Moves only when the enforced ranges change; a new generation with the same ranges keeps it. */
+  #epoch = 0;
+  #ranges: readonly Range[] = [];
+  /** Per resource, the range epoch of the last complete LIST served. */
+  readonly #listEpoch = new Map<string, number>();
   readonly #unsubscribe: () => void;
   #closed = false;
 
@@ -208,7 +221,20 @@ export class ShardProxy {
     }
     const qs = rw.query.toString();
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, query: rw.query });
+    if (cls.kind === "watch" && isResumingWatch(cls.query)) {
+      // A watch resumes from the resourceVersion of an earlier LIST. If the
+      // ranges changed since that LIST, the controller's cache holds the old
+      // shard: resuming would keep objects it no longer owns and miss the
+      // ones it gained. 410 makes its reflector relist instead.
+      const listed = this.#listEpoch.get(id);
+      if (listed !== undefined && listed < this.#epoch) {
+        this.#statsFor(id).forcedRelists++;
+        this.#opts.metrics.forcedRelists.inc({ resource: id });
+        sendStatus(res, 410, `shardcar: shard ranges changed since this watch's list; relist required`, "Expired");
+        return;
+      }
+    }
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query });
     this.#sharded.web(req, res);
   };
 
@@ -314,7 +340,18 @@ export class ShardProxy {
     const m = this.#opts.metrics;
     m.ownedRatio.set(ratio(next.ranges));
     m.generation.set(next.generation);
-    if (prev === undefined) return;
+    if (prev === undefined) {
+      this.#ranges = next.ranges;
+      return;
+    }
+    if (equal(next.ranges, this.#ranges)) {
+      // Same ranges under a new generation (the ring moved elsewhere, or an
+      // abandon re-committed ours): nothing to relist.
+      this.#relists.begin(next.generation, this.#epoch, []);
+      return;
+    }
+    this.#ranges = next.ranges;
+    const epoch = ++this.#epoch;
     // Every open sharded watch was opened with the old selector: end it with
     // 410 Expired so the reflector relists under the new one. Its informer
     // replaces the store atomically, so the controller never sees an empty cache.
@@ -322,7 +359,7 @@ export class ShardProxy {
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
     for (const w of [...this.#watches]) {
-      if (w.generation >= next.generation && next.generation !== 0) continue;
+      if (w.epoch >= epoch) continue;
       watched.add(w.resource);
       const message = `shardcar: shard ranges changed (generation ${prev.generation} -> ${next.generation}); relist required`;
       const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
@@ -331,8 +368,8 @@ export class ShardProxy {
       this.#statsFor(w.resource).forcedRelists++;
       m.forcedRelists.inc({ resource: w.resource });
     }
-    this.#opts.logger.info({ generation: next.generation, owned: ratio(next.ranges), relisting: [...watched] }, "owned ranges changed");
-    this.#relists.begin(next.generation, watched);
+    this.#opts.logger.info({ generation: next.generation, epoch, owned: ratio(next.ranges), relisting: [...watched] }, "owned ranges changed");
+    this.#relists.begin(next.generation, epoch, watched);
   }
 
   #onShardedResponse(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
@@ -480,8 +517,9 @@ export class ShardProxy {
     m.items.inc({ resource: id, outcome: "kept" }, s.kept);
     m.items.inc({ resource: id, outcome: "dropped" }, s.dropped);
     m.serverFiltered.inc({ resource: id, verdict: s.serverFiltered });
-    // A complete first page (no continue token requested) counts as a relist.
-    if (!st.query.has("continue")) this.#relists.relisted(id, st.generation);
+    // The controller's cache is rebuilt from this list once it resumes
+    // watching from it; the relist counts then (see #serveWatch).
+    if (!st.query.has("continue")) this.#listEpoch.set(id, st.epoch);
   }
 
   #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {
@@ -504,7 +542,7 @@ export class ShardProxy {
     let finished = false;
     const watch: OpenWatch = {
       resource: id,
-      generation: st.generation,
+      epoch: st.epoch,
       live: filter.stats,
       terminate: (message) => {
         if (finished) return;
@@ -516,7 +554,12 @@ export class ShardProxy {
     this.#watches.add(watch);
     m.activeWatches.inc({ resource: id });
     if (isTrue(q.get("sendInitialEvents"))) {
-      filter.once("initial-events-end", () => this.#relists.relisted(id, st.generation));
+      // A watch-list is a relist: done once its initial events are through.
+      filter.once("initial-events-end", () => this.#relists.relisted(id, st.epoch));
+    } else if (!isResumingWatch(q) || this.#listEpoch.get(id) === st.epoch) {
+      // A watch from "now" with initial state, or one resuming from a list of
+      // this epoch: the cache is the new shard's from here on.
+      this.#relists.relisted(id, st.epoch);
     }
     res.writeHead(200, headers);
     // Headers now, not with the first event: a reflector waits for them.

@@ -1,0 +1,115 @@
+/**
+ * What the proxy does when its ranges change (ring handoffs): open watches
+ * end with 410 only when the ranges really change; a watch resuming from a
+ * LIST made under older ranges gets 410; and a generation is reported
+ * applied only once each watched resource has relisted and resumed watching.
+ */
+import t from "tap";
+import { request } from "node:http";
+import { seedPods, startDevApi } from "../../src/devapi/index.ts";
+import { silentLogger } from "../../src/log.ts";
+import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { RelistTracker } from "../../src/proxy/relist.ts";
+import { startProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { shardRange } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+import { eventually } from "../support/cluster.ts";
+
+t.test("RelistTracker: applied at once when nothing is owed; owed relists carry over to newer generations", async (t) => {
+  const applied: number[] = [];
+  const r = new RelistTracker((g) => applied.push(g));
+  r.begin(1, 0, []);
+  t.same(applied, [1], "no watched resource: applied at once");
+  r.begin(2, 1, ["pods"]);
+  r.relisted("pods", 0);
+  t.same(applied, [1], "a relist under an older epoch does not count");
+  r.begin(3, 1, []);
+  t.same(r.pending(), ["pods"], "generation 3 (same ranges) still owes the pods relist");
+  r.relisted("pods", 1);
+  t.same(applied, [1, 3], "one relist under the epoch applies the newest generation");
+});
+
+async function setup(t: { teardown(fn: () => Promise<void>): void }) {
+  const api = await startDevApi({ gate: "on" });
+  seedPods(api, { count: 300, namespaces: ["alpha", "beta"] });
+  const own = new MutableOwnership({ generation: 1, ranges: [shardRange(0, 2)] });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger() });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  return { api, own, proxy };
+}
+
+function get(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, { headers: { authorization: "Bearer x" } }, (res) => {
+      let body = "";
+      res.on("data", (b: Buffer) => (body += b.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+function openWatch(url: string): { lines: string[]; ended: Promise<void> } {
+  const lines: string[] = [];
+  const ended = new Promise<void>((resolve) => {
+    request(url, { headers: { authorization: "Bearer x" } }, (res) => {
+      let buf = "";
+      res.on("data", (b: Buffer) => {
+        buf += b.toString();
+        const parts = buf.split("\n");
+        buf = parts.pop() ?? "";
+        lines.push(...parts.filter((l) => l !== ""));
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+    })
+      .on("error", () => resolve())
+      .end();
+  });
+  return { lines, ended };
+}
+
+t.test("a new generation with the same ranges keeps watches open and is applied at once", async (t) => {
+  const { api, own, proxy } = await setup(t);
+  const list = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  const w = openWatch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${list.metadata.resourceVersion}`);
+  await eventually(() => api.stats.openWatches === 1, 3000);
+  own.set({ generation: 2, ranges: [shardRange(0, 2)] });
+  t.same(own.applied, [2], "generation 2 applied with no relist");
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(api.stats.openWatches, 1, "the watch stays open");
+  t.notOk(w.lines.some((l) => l.includes('"ERROR"')), "no ERROR event");
+});
+
+t.test("changed ranges end open watches with 410; the generation is applied once the controller relisted and resumed", async (t) => {
+  const { api, own, proxy } = await setup(t);
+  const list = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  const w = openWatch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${list.metadata.resourceVersion}`);
+  await eventually(() => api.stats.openWatches === 1, 3000);
+  own.set({ generation: 2, ranges: [shardRange(0, 4)] });
+  await w.ended;
+  const last = JSON.parse(w.lines[w.lines.length - 1] ?? "{}") as { type?: string; object?: { code?: number } };
+  t.equal(last.type, "ERROR");
+  t.equal(last.object?.code, 410, "the watch ended with 410 Expired");
+  t.same(own.applied, [], "not applied before the relist");
+  // The controller relists, then resumes watching from the new list.
+  const relist = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  t.same(own.applied, [], "a finished LIST alone does not apply it");
+  const w2 = openWatch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${relist.metadata.resourceVersion}`);
+  t.ok(await eventually(() => own.applied.includes(2), 3000), "applied once the watch resumed under the new ranges");
+  t.teardown(() => proxy.close().then(() => w2.ended));
+});
+
+t.test("a watch resuming from a LIST made under older ranges gets 410", async (t) => {
+  const { own, proxy } = await setup(t);
+  const list = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  own.set({ generation: 2, ranges: [shardRange(1, 2)] });
+  const r = await get(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${list.metadata.resourceVersion}`);
+  t.equal(r.status, 410);
+  t.match(r.body, /relist required/);
+});
