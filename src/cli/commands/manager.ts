@@ -1,4 +1,5 @@
 import { KubeConfig } from "@kubernetes/client-node";
+import { runCoordinator } from "../../ring/coordinator.ts";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
 import { readOwnImage } from "../../webhook/own-image.ts";
@@ -22,12 +23,14 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export const managerCommand: Command = {
   name: "manager",
-  summary: "serve the injection webhook (and, later, coordinate rings) in shardcar-system",
+  summary: "serve the injection webhook and coordinate shard rings, in shardcar-system",
   usage: `Usage: shardcar manager [flags]
 
 Serves the mutating admission webhook that injects the shardcar sidecar into
 pods labelled or annotated shardcar.io/inject: "true", over HTTPS
-(AdmissionReview v1, POST /mutate-pods; GET /healthz).
+(AdmissionReview v1, POST /mutate-pods; GET /healthz), and, on the replica
+that wins the manager election (a Lease in --namespace), runs every ShardRing:
+member Leases in, generation-stamped range tables out (docs/rings.md).
 
 Webhook certificates come from one of two places:
   self          the manager keeps a CA and serving certificate in the Secret
@@ -52,6 +55,7 @@ Flags:
   --webhook-config NAME     the MutatingWebhookConfiguration to patch (default shardcar)
   --proxy-port N            the sidecar's loopback API port (default 7443)
   --admin-port N            the sidecar's health and metrics port (default 9464)
+  --no-rings                serve the webhook only; do not coordinate rings
   --log-level LEVEL         pino level (default info)
 
 Examples:
@@ -75,6 +79,7 @@ Examples:
       "proxy-port": { type: "string" },
       "admin-port": { type: "string" },
       "log-level": { type: "string" },
+      "no-rings": { type: "boolean" },
     });
     if (values.help) {
       io.stdout.write(this.usage);
@@ -164,20 +169,27 @@ Examples:
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
     io.stdout.write(`shardcar manager serving the webhook on https://${listen.host}:${server.port}\n`);
 
-    // ---------------------------------------------------------------------
-    // RING COORDINATOR (src/ring, another issue): it runs here, inside the
-    // manager, behind leader election (a Lease in `namespace`; the RBAC in
-    // manifests/base/rbac already allows it). Start it with `io.signal` and
-    // await its stop alongside the webhook server below. Webhook serving is
-    // NOT leader-elected: every replica answers admission requests.
-    // ---------------------------------------------------------------------
+    // The ring coordinator runs behind its own leader election (a Lease in
+    // `namespace`); webhook serving is not elected: every replica answers.
+    const rings =
+      values["no-rings"] === true
+        ? Promise.resolve()
+        : runCoordinator(
+            {
+              kubeConfig: kc(),
+              namespace,
+              identity: podName ?? `manager-${process.pid}`,
+              log: logger.child({ component: "ring-coordinator" }),
+            },
+            io.signal,
+          );
 
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
       else io.signal.addEventListener("abort", () => resolve(), { once: true });
     });
     logger.info("shutting down");
-    await server.close();
+    await Promise.all([server.close(), rings]);
     return 0;
   },
 };
