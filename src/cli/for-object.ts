@@ -7,7 +7,7 @@ import { formatLocation, locateObject } from "../ops/locate.ts";
 import { parseResources } from "../shard/spec.ts";
 import type { CommandIO } from "./command.ts";
 import { UsageError } from "./flags.ts";
-import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags, type KubeFlagValues } from "./kube-flags.ts";
+import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags, withApiErrors, type KubeFlagValues } from "./kube-flags.ts";
 
 export const FOR_OBJECT_FLAGS = {
   ...KUBE_FLAGS,
@@ -38,8 +38,10 @@ export async function runForObject(values: ForObjectValues, io: CommandIO, shard
   if (resource === undefined || more.length > 0) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: one resource only`);
   if (values.ring !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.ring)) throw new UsageError("--ring", `invalid --ring ${JSON.stringify(values.ring)}: expected a ring name`);
   const { client, namespace } = kubeFromFlags(values, io.env);
-  const resolved = await resolveResource(client, resource);
-  const loc = await locateObject(client, resolved, ref, { shards, ring: values.ring === undefined ? undefined : { namespace, name: values.ring }, now: Date.now() });
-  io.stdout.write(values.json === true ? JSON.stringify(loc, null, 2) + "\n" : formatLocation(loc));
-  return 0;
+  return withApiErrors("--for-object", io, async () => {
+    const resolved = await resolveResource(client, resource);
+    const loc = await locateObject(client, resolved, ref, { shards, ring: values.ring === undefined ? undefined : { namespace, name: values.ring }, now: Date.now() });
+    io.stdout.write(values.json === true ? JSON.stringify(loc, null, 2) + "\n" : formatLocation(loc));
+    return 0;
+  });
 }

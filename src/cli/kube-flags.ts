@@ -2,7 +2,9 @@
  * The flags every command that talks to a cluster shares (`--kubeconfig`,
  * `--context`, `--namespace`), and the one place they become a client.
  */
+import { ConfigError, ShardcarError } from "../errors.ts";
 import { KubeClient, loadKubeConfig } from "../ops/kube.ts";
+import type { CommandIO } from "./command.ts";
 
 export const KUBE_FLAGS = {
   kubeconfig: { type: "string" },
@@ -24,4 +26,21 @@ export function kubeFromFlags(values: KubeFlagValues, env: NodeJS.ProcessEnv): {
   const kc = loadKubeConfig({ kubeconfig: values.kubeconfig, context: values.context, env });
   const ctx = kc.getContextObject(kc.getCurrentContext());
   return { client: new KubeClient(kc), namespace: values.namespace ?? ctx?.namespace ?? "default" };
+}
+
+/**
+ * Runs `fn`; an API failure (unreachable server, a resource not served, a
+ * refused request) becomes one line on stderr and exit 1, not a stack trace.
+ * Bad flags (ConfigError) still propagate, to exit 2.
+ */
+export async function withApiErrors(command: string, io: CommandIO, fn: () => Promise<number>): Promise<number> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof ShardcarError && !(e instanceof ConfigError)) {
+      io.stderr.write(`shardcar ${command}: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
 }

@@ -100,7 +100,8 @@ export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<
     try {
       await list(exact);
     } catch (e) {
-      if (!(exact && e instanceof ListError && (e.status === 410 || e.status === 504 || e.status === 500))) throw e;
+      // 410: compacted away; 504: not served in time; 400: Exact not supported.
+      if (!(exact && e instanceof ListError && (e.status === 410 || e.status === 504 || e.status === 400))) throw e;
       exact = false;
       ids.length = 0;
       outside = 0;

@@ -5,6 +5,7 @@
  * proxy's `/debug/shardcar?key=` whether its controller's watch delivered
  * them, and deletes them all at the end, whatever happened.
  */
+import { ShardcarError } from "../errors.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains } from "../shard/range.ts";
 import { CANARY_LABEL, canaryBody, canaryOk, namespaceIn, ownerNeeding, type CanaryReport, type CanaryResult } from "./canary.ts";
@@ -79,7 +80,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
     const res = await client.request("POST", resourcePath(r, namespace), { body: canaryBody(r, namespace, opts.runId) });
     const ref = objectRef(res.body);
     if ((res.status !== 201 && res.status !== 200) || ref === undefined) {
-      throw new Error(`creating a canary ${rid}${namespace === undefined ? "" : ` in ${namespace}`}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : `: ${statusMessage(res.body)}`}`);
+      throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `creating a canary ${rid}${namespace === undefined ? "" : ` in ${namespace}`}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : `: ${statusMessage(res.body)}`}`);
     }
     created++;
     return { name: ref.name, uid: ref.uid };
@@ -89,7 +90,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
   };
   if (r.key === "namespace" && !r.namespaced) {
     // Every cluster-scoped object hashes as "" under namespace keying: one range holds them all.
-    throw new Error(`${rid} is cluster-scoped and keyed by namespace: every object hashes the same, so there is no canary per range`);
+    throw new ShardcarError("SHARDCAR_ERR_CONFIG", `${rid} is cluster-scoped and keyed by namespace: every object hashes the same, so there is no canary per range`);
   }
   try {
     if (r.key === "uid") {
@@ -111,7 +112,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
         const ns = namespaceIn(t.ranges, `shardcar-canary-${opts.runId}`);
         if (ns === undefined) continue;
         const res = await client.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { [CANARY_LABEL]: opts.runId } } } });
-        if (res.status !== 201 && res.status !== 200 && res.status !== 409) throw new Error(`creating canary namespace ${ns}: HTTP ${res.status}`);
+        if (res.status !== 201 && res.status !== 200 && res.status !== 409) throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `creating canary namespace ${ns}: HTTP ${res.status}`);
         const o = await create(ns);
         covered.add(t.name);
         placed.push({ target: t.name, namespace: ns, name: o.name, keyValue: ns, createdAt: now(), ownNamespace: ns });

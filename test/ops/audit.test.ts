@@ -140,6 +140,7 @@ t.test("bad flags exit 2 naming the flag", async (t) => {
     [["audit", "--resource", "pods", "--shards", "2", "--canary-timeout", "soon"], /--canary-timeout "soon"/],
     [["audit", "--resource", "pods", "--shards", "2", "--admin-url", "0:http://x"], /--admin-url "0:http:\/\/x"/],
     [["audit", "--resource", "pods", "--shards", "2", "--page-size", "0"], /--page-size "0"/],
+    [["audit", "--resource", "pods", "--shards", "2", "--canary-max", "0"], /--canary-max "0"/],
     [["audit", "--resource", "pods", "--shards", "2", "--nope"], /--nope/],
   ];
   for (const [argv, re] of cases) {
@@ -147,4 +148,11 @@ t.test("bad flags exit 2 naming the flag", async (t) => {
     t.equal(r.code, 2, argv.join(" "));
     t.match(r.err, re);
   }
+});
+
+t.test("an unreachable API server is one line on stderr and exit 1, not a stack trace", async (t) => {
+  const r = await cli(["audit", "--kubeconfig", kubeconfigFile("http://127.0.0.1:9"), "--resource", "pods", "--shards", "2"]);
+  t.equal(r.code, 1);
+  t.match(r.err, /^shardcar audit: GET http:\/\/127\.0\.0\.1:9\/api\/v1: connect ECONNREFUSED/);
+  t.equal(r.err.trim().split("\n").length, 1, "one line");
 });

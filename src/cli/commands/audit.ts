@@ -8,7 +8,7 @@ import { staticOwners, type OwnerSet } from "../../ops/owners.ts";
 import { parseResources } from "../../shard/spec.ts";
 import type { Command } from "../command.ts";
 import { durationFlag, intFlag, parseFlags, UsageError } from "../flags.ts";
-import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags } from "../kube-flags.ts";
+import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags, withApiErrors } from "../kube-flags.ts";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -88,6 +88,7 @@ Examples:
     const top = intFlag("--top", values.top, 5, 0, 1000);
     const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
     const canaryTimeout = durationFlag("--canary-timeout", values["canary-timeout"], 15_000);
+    const canaryMaxFlag = values["canary-max"] === undefined ? undefined : intFlag("--canary-max", values["canary-max"], 0, 1, 100_000);
     const adminUrls = new Map<string, string>();
     for (const entry of values["admin-url"] ?? []) {
       const m = /^([^=]+)=(https?:\/\/.+)$/.exec(entry);
@@ -98,23 +99,25 @@ Examples:
     }
 
     const { client, namespace } = kubeFromFlags(values, io.env);
-    const resolved = await resolveResource(client, resource);
-    const owners: OwnerSet = n !== undefined ? staticOwners(n) : await loadRing(client, namespace, values.ring ?? "", Date.now());
-    const canaryMax = intFlag("--canary-max", values["canary-max"], 20 * Math.max(1, owners.owners.length), 1, 100_000);
-    const report = await runAudit(client, { resource: resolved, owners, pageSize, topNamespaces: top });
-    let canary;
-    if (values.canary === true) {
-      const rid = resourceName(resolved);
-      const direct = httpProbe(adminUrls, rid);
-      const viaPods = values.ring === undefined ? undefined : podProxyProbe(client, namespace, adminPort, rid);
-      const probe: DeliveredProbe = (owner, key) => (adminUrls.has(owner.name) || viaPods === undefined ? direct(owner, key) : viaPods(owner, key));
-      canary = await runCanary(client, { resource: resolved, owners, namespace, maxObjects: canaryMax, timeoutMs: canaryTimeout, delivered: probe, runId: randomBytes(4).toString("hex") });
-    }
-    if (values.json === true) io.stdout.write(JSON.stringify({ ...report, ...(canary === undefined ? {} : { canary }) }, null, 2) + "\n");
-    else {
-      io.stdout.write(formatAudit(report));
-      if (canary !== undefined) io.stdout.write("\n" + formatCanary(canary));
-    }
-    return report.ok && (canary?.ok ?? true) ? 0 : 1;
+    return withApiErrors("audit", io, async () => {
+      const resolved = await resolveResource(client, resource);
+      const owners: OwnerSet = n !== undefined ? staticOwners(n) : await loadRing(client, namespace, values.ring ?? "", Date.now());
+      const canaryMax = canaryMaxFlag ?? 20 * Math.max(1, owners.owners.length);
+      const report = await runAudit(client, { resource: resolved, owners, pageSize, topNamespaces: top });
+      let canary;
+      if (values.canary === true) {
+        const rid = resourceName(resolved);
+        const direct = httpProbe(adminUrls, rid);
+        const viaPods = values.ring === undefined ? undefined : podProxyProbe(client, namespace, adminPort, rid);
+        const probe: DeliveredProbe = (owner, key) => (adminUrls.has(owner.name) || viaPods === undefined ? direct(owner, key) : viaPods(owner, key));
+        canary = await runCanary(client, { resource: resolved, owners, namespace, maxObjects: canaryMax, timeoutMs: canaryTimeout, delivered: probe, runId: randomBytes(4).toString("hex") });
+      }
+      if (values.json === true) io.stdout.write(JSON.stringify({ ...report, ...(canary === undefined ? {} : { canary }) }, null, 2) + "\n");
+      else {
+        io.stdout.write(formatAudit(report));
+        if (canary !== undefined) io.stdout.write("\n" + formatCanary(canary));
+      }
+      return report.ok && (canary?.ok ?? true) ? 0 : 1;
+    });
   },
 };
