@@ -25,7 +25,7 @@ Flags:
   --replicas N      replicas to start with (default 3); scaled to N+1, then one is killed
   --quick           a smaller, faster run (for CI)
   --report FILE     where to write the report (default ./demo-report.html)
-  --log-level LEVEL pino level for the components (default warn)
+  --log-level LEVEL pino level for the components (default error: the demo narrates)
 
 Examples:
   shardcar demo
@@ -40,7 +40,7 @@ Examples:
     }
     const pods = intFlag("--pods", values.pods, values.quick === true ? 600 : 3000, 1, 1_000_000);
     const replicas = intFlag("--replicas", values.replicas, 3, 2, 32);
-    const logger = createLogger({ level: values["log-level"] ?? "warn", name: "shardcar-demo" });
+    const logger = createLogger({ level: values["log-level"] ?? "error", name: "shardcar-demo" });
     const { ok } = await runDemo({ out: io.stdout, logger, pods, replicas, signal: io.signal, reportPath: resolve(values.report ?? "demo-report.html") });
     return ok ? 0 : 1;
   },
