@@ -47,7 +47,7 @@ t.test("shardcar demo --quick runs every scene in ring mode, holds every invaria
   t.ok(rowsOf(start).every((row) => row.endsWith("server (shardInfo)")), "gate on: the server filtered");
   t.ok(rowsOf(off).every((row) => row.endsWith("proxy (fallback)")), "gate off: every proxy fell back to filtering");
   t.ok(rowsOf(on).every((row) => row.endsWith("server (shardInfo)")), "gate on again: the server filters again");
-  t.match(scale, /no pod was uncached at any 200 ms sample during the handoff/, "scaling out left no gap");
+  t.match(scale, /no pod was uncached at any \d+ ms sample during the handoff/, "scaling out left no gap");
   t.match(kill, /the gap lasted about [\d.]+ s/, "the kill's gap is measured");
   t.match(on, /OK: the sum equals the total; nothing missing, nothing duplicated\./, "the operator's audit agrees");
   t.match(on, /canaries: OK, every range's owner delivered its canary/);
