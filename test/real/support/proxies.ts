@@ -13,7 +13,7 @@ import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import type { ShardedResource } from "../../../src/shard/spec.ts";
 import { createLocalCa } from "../../../src/webhook/pki.ts";
-import { NAMESPACES, pod } from "./dataset.ts";
+import { NAMESPACES, PODS, pod } from "./dataset.ts";
 import { brokenProxyOptions, callJson, HttpError, type RealApiEnv, type Target } from "./realapi.ts";
 
 export interface ProxyOptions {
@@ -126,8 +126,10 @@ export function cacheIdents(r: Replica): Set<string> {
 }
 
 /**
- * Creates, label-patches and deletes pods (`churn-*`) on the real server as
- * fast as `concurrency` requests allow, for `ms`. Deterministic choices for a seed.
+ * Creates, label-patches and deletes pods (`churn-*`), and label-patches
+ * seeded pods (so an event that wrongly reaches a cache stays there), on the
+ * real server as fast as `concurrency` requests allow, for `ms`; then deletes
+ * the churn pods left. Deterministic choices for a seed.
  */
 export async function churnPods(target: Target, opts: { ms: number; seed?: number; concurrency?: number; prefix?: string }): Promise<{ ops: number; errors: number }> {
   let seed = opts.seed ?? 1;
@@ -140,10 +142,14 @@ export async function churnPods(target: Target, opts: { ms: number; seed?: numbe
   const prefix = opts.prefix ?? `churn-${Date.now().toString(36)}`;
   const worker = async (): Promise<void> => {
     while (Date.now() < end) {
-      const choice = rnd() % 3;
+      const choice = rnd() % 4;
       ops++;
       try {
-        if (choice === 0 || live.length === 0) {
+        if (choice === 3) {
+          const i = rnd() % PODS;
+          const ns = NAMESPACES[i % NAMESPACES.length] ?? "alpha";
+          await callJson(target, "PATCH", `/api/v1/namespaces/${ns}/pods/pod-${String(i).padStart(3, "0")}`, { metadata: { labels: { touched: String(ops) } } }, "application/merge-patch+json");
+        } else if (choice === 0 || live.length === 0) {
           const ns = NAMESPACES[rnd() % NAMESPACES.length] ?? "alpha";
           const name = `${prefix}-${n++}`;
           live.push([ns, name]);
