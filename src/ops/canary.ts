@@ -6,7 +6,7 @@
  */
 import { fnv1a64, formatBound } from "../shard/hash.ts";
 import { contains, type Range } from "../shard/range.ts";
-import { groupVersion, type ResolvedResource } from "./kube.ts";
+import { groupVersion, type ResolvedResource } from "./resource.ts";
 import type { Owner } from "./owners.ts";
 
 export const CANARY_LABEL = "shardcar.io/canary";

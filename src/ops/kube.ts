@@ -13,6 +13,9 @@ import * as https from "node:https";
 import { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";
 import type { ShardedResource } from "../shard/spec.ts";
+import { isRecord, resourceName, type ResolvedResource } from "./resource.ts";
+
+export { groupVersion, isRecord, resourceName, resourcePath, statusMessage, type ResolvedResource } from "./resource.ts";
 
 export interface KubeResponse {
   readonly status: number;
@@ -32,15 +35,6 @@ export interface RequestOptions {
 // No single answer the tools read is anywhere near this; a bigger one means a
 // wrong path (or a list asked for without paging), and must not exhaust memory.
 const MAX_BODY_BYTES = 512 * 1024 * 1024;
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** `message` of a Kubernetes Status body, if it is one. */
-export function statusMessage(body: unknown): string | undefined {
-  return isRecord(body) && typeof body["message"] === "string" ? body["message"] : undefined;
-}
 
 /** Loads a kubeconfig the way kubectl does: a file, or in-cluster, or the default chain; then `--context`. */
 export function loadKubeConfig(opts: { kubeconfig?: string | undefined; context?: string | undefined; env: NodeJS.ProcessEnv }): KubeConfig {
@@ -124,30 +118,6 @@ export class KubeClient {
   get(path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     return this.request("GET", path, opts);
   }
-}
-
-/** A sharded resource, located through discovery. */
-export interface ResolvedResource extends ShardedResource {
-  readonly version: string;
-  readonly kind: string;
-  readonly namespaced: boolean;
-  /** Served by a CustomResourceDefinition: unstructured lists, never `shardInfo`. */
-  readonly custom: boolean;
-}
-
-export function groupVersion(r: { group: string; version: string }): string {
-  return r.group === "" ? r.version : `${r.group}/${r.version}`;
-}
-
-/** `/api/v1/pods`, `/apis/g/v/namespaces/ns/things`, `/api/v1/namespaces/ns/pods/name`. */
-export function resourcePath(r: ResolvedResource, namespace?: string, name?: string): string {
-  const base = r.group === "" ? `/api/${r.version}` : `/apis/${r.group}/${r.version}`;
-  const ns = r.namespaced && namespace !== undefined ? `/namespaces/${encodeURIComponent(namespace)}` : "";
-  return `${base}${ns}/${r.resource}${name === undefined ? "" : `/${encodeURIComponent(name)}`}`;
-}
-
-export function resourceName(r: ShardedResource): string {
-  return r.group === "" ? r.resource : `${r.resource}.${r.group}`;
 }
 
 /**

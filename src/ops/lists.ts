@@ -5,7 +5,8 @@
  */
 import { ShardcarError } from "../errors.ts";
 import type { ShardKey } from "../shard/selector.ts";
-import { isRecord, statusMessage, type KubeClient } from "./kube.ts";
+import type { KubeClient } from "./kube.ts";
+import { isRecord, statusMessage } from "./resource.ts";
 
 export interface ListOptions {
   /** Ask for PartialObjectMetadataList: a fraction of the bytes, and all the tools read. */

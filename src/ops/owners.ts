@@ -10,7 +10,6 @@
  */
 import type { Range } from "../shard/range.ts";
 import { split, contains } from "../shard/range.ts";
-import type { ShardKey } from "../shard/selector.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, SLOTS_ANNOTATION } from "../ring/names.ts";
 import { parseSlots } from "../ring/table.ts";
@@ -147,6 +146,3 @@ export function committedOwnerOf(status: unknown, hash: bigint): { member: strin
 export function ownersOf(set: OwnerSet, hash: bigint): Owner[] {
   return set.owners.filter((o) => contains(o.ranges, hash));
 }
-
-/** Re-exported for callers that only know the key from flags. */
-export type { ShardKey };
