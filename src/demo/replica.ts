@@ -69,8 +69,10 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
   // Errors (e.g. a relist refused with 503) must not crash the demo; the
   // informer is restarted after a short pause, as a controller's would be.
   let stopped = false;
-  informer.on("error", () => {
-    if (stopped) return;
+  informer.on("error", (err: unknown) => {
+    // client-node reports its own stop() as an error (the aborted watch
+    // request): a deliberately stopped informer must stay stopped.
+    if (stopped || (err instanceof Error && err.name === "AbortError")) return;
     setTimeout(() => {
       if (!stopped) informer.start().catch(() => undefined);
     }, 500).unref();

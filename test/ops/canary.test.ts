@@ -64,3 +64,16 @@ t.test("an owner with no admin URL cannot confirm its canary", async (t) => {
   t.equal(r.code, 1);
   t.match(r.out, /NOT delivered by 1\/2 \(could not ask: 1\/2: no --admin-url for 1\/2\)/);
 });
+
+t.test("a replica whose controller stopped watching fails its canary, though the lists add up", async (t) => {
+  const cluster = await startCluster({ gate: "on", replicas: 2, pods: 40, namespaces: ["default"] });
+  t.teardown(() => cluster.stop());
+  await cluster.replicas[0]?.informer.stop();
+  await new Promise((r) => setTimeout(r, 800)); // longer than the replica's restart-after-error pause
+  const admin = cluster.replicas.flatMap((r, i) => ["--admin-url", `${i}=${r.proxy.adminUrl ?? ""}`]);
+  const r = await cli(["audit", "--kubeconfig", kubeconfigFile(cluster.api.url), "--resource", "pods", "--shards", "2", "--canary", "--canary-timeout", "2s", ...admin]);
+  t.equal(r.code, 1);
+  t.match(r.out, /0\/2: .* — NOT delivered by 0\/2/);
+  t.match(r.out, /1\/2: .* — delivered by 1\/2/);
+  t.match(r.out, /^OK: the sum equals the total/m);
+});
