@@ -68,7 +68,7 @@ t.test("cert-manager mode: starts from the mounted certificate, admits a pod ove
 
   const ac = new AbortController();
   const c = io(ac.signal);
-  const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--log-level", "warn"], c.io);
+  const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--no-rings", "--metrics-listen", "off", "--log-level", "warn"], c.io);
   const deadline = Date.now() + 5000;
   let port: number | undefined;
   while (port === undefined && Date.now() < deadline) {

@@ -1,4 +1,6 @@
 import { KubeConfig } from "@kubernetes/client-node";
+import { Registry } from "prom-client";
+import { createAdminServer } from "../../proxy/admin.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
@@ -56,6 +58,8 @@ Flags:
   --proxy-port N            the sidecar's loopback API port (default 7443)
   --admin-port N            the sidecar's health and metrics port (default 9464)
   --no-rings                serve the webhook only; do not coordinate rings
+  --metrics-listen H:P      /metrics (ring coverage, generations, handoffs) and /healthz
+                            over plain HTTP (default 0.0.0.0:9465; "off" disables)
   --log-level LEVEL         pino level (default info)
 
 Examples:
@@ -80,6 +84,7 @@ Examples:
       "admin-port": { type: "string" },
       "log-level": { type: "string" },
       "no-rings": { type: "boolean" },
+      "metrics-listen": { type: "string" },
     });
     if (values.help) {
       io.stdout.write(this.usage);
@@ -96,6 +101,8 @@ Examples:
       throw new UsageError("--image-pull-policy", `invalid --image-pull-policy ${JSON.stringify(pullPolicy)}: expected Always, IfNotPresent or Never`);
     }
     const listen = parseListen("--webhook-listen", values["webhook-listen"] ?? "0.0.0.0:9443");
+    const metricsFlag = values["metrics-listen"] ?? "0.0.0.0:9465";
+    const metricsListen = metricsFlag === "off" ? undefined : parseListen("--metrics-listen", metricsFlag);
     const certMode = values["cert-mode"] ?? "self";
     if (certMode !== "self" && certMode !== "cert-manager") throw new UsageError("--cert-mode", `invalid --cert-mode ${JSON.stringify(certMode)}: expected self or cert-manager`);
     const certDir = values["cert-dir"] ?? "/var/run/shardcar/webhook-certs";
@@ -169,6 +176,14 @@ Examples:
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
     io.stdout.write(`shardcar manager serving the webhook on https://${listen.host}:${server.port}\n`);
 
+    const registry = new Registry();
+    const metrics = metricsListen === undefined ? undefined : createAdminServer({ registry, readiness: [] });
+    if (metrics !== undefined && metricsListen !== undefined) {
+      await new Promise<void>((resolve, reject) => {
+        metrics.once("error", reject);
+        metrics.listen(metricsListen.port, metricsListen.host, () => resolve());
+      });
+    }
     // The ring coordinator runs behind its own leader election (a Lease in
     // `namespace`); webhook serving is not elected: every replica answers.
     const rings =
@@ -179,6 +194,7 @@ Examples:
               kubeConfig: kc(),
               namespace,
               identity: podName ?? `manager-${process.pid}`,
+              registry,
               log: logger.child({ component: "ring-coordinator" }),
             },
             io.signal,
@@ -190,6 +206,8 @@ Examples:
     });
     logger.info("shutting down");
     await Promise.all([server.close(), rings]);
+    metrics?.closeAllConnections();
+    await new Promise<void>((resolve) => (metrics === undefined ? resolve() : metrics.close(() => resolve())));
     return 0;
   },
 };
