@@ -111,7 +111,10 @@ t.test("real proxies and informers: 1→2→3→4→3→2 under churn, then a SI
   const recoveredMs = Date.now() - killedAt;
   sampling = false;
   t.comment(`after SIGKILL of web-1 the survivor owned the keyspace again after ${recoveredMs} ms (lease ${TIMINGS.leaseDurationSeconds} s + one relist)`);
-  t.ok(recoveredMs <= TIMINGS.leaseDurationSeconds * 1000 + 5_000, "the crash gap is bounded by the lease duration plus a relist");
+  // "One relist" of 2,500 pods through a proxy takes well under a second on an
+  // idle machine but several on a loaded 2-core CI box running other suites:
+  // the bound allows 10 s for it, and the figure itself is printed above.
+  t.ok(recoveredMs <= TIMINGS.leaseDurationSeconds * 1000 + 10_000, "the crash gap is bounded by the lease duration plus a relist");
   t.comment(`pod LISTs at devapi per step (every member's forced relists, the newcomer's first list included): ${lists.join(", ")}`);
   const ops = await churn.stop();
   // client-node's informer may wait (1 s, doubling) between a relist and its
