@@ -5,7 +5,7 @@
  */
 import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -73,10 +73,24 @@ function listen(server: Server, addr: ListenAddress): Promise<AddressInfo> {
   });
 }
 
-function closeServer(server: Server): Promise<void> {
+/** Every raw socket of `server`, including TLS sockets still in their handshake. */
+function trackSockets(server: Server): Set<Socket> {
+  const sockets = new Set<Socket>();
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+  });
+  return sockets;
+}
+
+function closeServer(server: Server, sockets: ReadonlySet<Socket> = new Set()): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
     server.closeAllConnections();
+    // A TLS socket whose handshake has not finished is not an HTTP
+    // connection yet: closeAllConnections misses it, and close() would wait
+    // for it (up to the 120 s TLS handshake timeout).
+    for (const s of sockets) s.destroy();
   });
 }
 
@@ -102,6 +116,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),
   });
   const server = cfg.tls === undefined ? createHttpServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
+  const sockets = trackSockets(server);
   // Watches are long-lived; node's default request timeout would cut them.
   server.requestTimeout = 0;
   server.headersTimeout = 60_000;
@@ -139,7 +154,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     close() {
       closed ??= (async () => {
         proxy.close();
-        await Promise.all([closeServer(server), admin === undefined ? Promise.resolve() : closeServer(admin)]);
+        await Promise.all([closeServer(server, sockets), admin === undefined ? Promise.resolve() : closeServer(admin)]);
       })();
       return closed;
     },
