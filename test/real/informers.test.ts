@@ -7,6 +7,7 @@
  * list, hashed here — and the caches together must hold everything.
  */
 import t from "tap";
+import { connect } from "node:net";
 import { startPodReplica } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
 import { StaticOwnership } from "../../src/proxy/ownership.ts";
@@ -14,7 +15,7 @@ import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { cacheIdents, churnPods, startReplica, startRealProxy, type Replica } from "./support/proxies.ts";
-import { call, eventually, expectedShard, ident, listAll, realApiEnv, setDiff, setsEqual } from "./support/realapi.ts";
+import { call, eventually, expectedShard, ident, listAll, realApiEnv, setDiff, setsEqual, sleep } from "./support/realapi.ts";
 
 const env = realApiEnv();
 const server = { url: env.url, caPem: env.caPem, token: env.token };
@@ -101,4 +102,20 @@ t.test(`gate ${env.gate}: the proxy forwards the client's own credentials and ad
   t.equal(bad.status, 401, "a wrong token: the server's 401, passed through");
   const none = await call({ url: lane.target.url }, "/api/v1/namespaces");
   t.equal(none.status, 401, "no token on a pass-through path: 401 (the proxy attaches nothing)");
+});
+
+t.test(`gate ${env.gate}: closing a TLS proxy returns at once, even with a client connected that has not finished its TLS handshake`, async (t) => {
+  // Found by ring.test.ts: an informer reconnecting while its proxy stopped
+  // made close() wait for the handshake timeout (120 s).
+  const lane = await startRealProxy(env, { resources: parseResources("pods"), ranges: [shardRange(0, 2)], tls: true });
+  const s = connect(Number(new URL(lane.proxy.url).port), "127.0.0.1");
+  s.on("error", () => undefined);
+  t.teardown(() => {
+    s.destroy();
+  });
+  await new Promise((r) => s.once("connect", r));
+  await sleep(50);
+  const t0 = Date.now();
+  const closed = await Promise.race([lane.proxy.close().then(() => true), sleep(5000).then(() => false)]);
+  t.ok(closed, `close() returned (${Date.now() - t0} ms)`);
 });

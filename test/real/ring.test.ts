@@ -138,8 +138,12 @@ t.test(`gate ${env.gate}: ring chaos on real Leases and the ShardRing CRD — af
     return true;
   };
 
+  let stepStart = Date.now();
   const check = async (step: string): Promise<void> => {
-    t.ok(await eventually(settled, 45_000, 250), `${step}: the ring settled on [${[...live.keys()].sort().join(",")}]`);
+    const ok = await eventually(settled, 150_000, 250);
+    const relists = [...live].map(([name, m]) => `${name} ${m.replica.lane.proxy.proxy.stats().get("pods")?.forcedRelists ?? 0}`).join(", ");
+    t.comment(`${step}: settled after ${Date.now() - stepStart} ms (forced relists so far: ${relists})`);
+    t.ok(ok, `${step}: the ring settled on [${[...live.keys()].sort().join(",")}]`);
     const pods = (await listAll(server, "/api/v1/pods")).items;
     const wants = new Map([...live].map(([name, m]) => [name, new Set(pods.filter((o) => inShard(o, m.member.current().ranges, "uid")).map(ident))]));
     const exact = (): boolean => [...live].every(([name, m]) => setsEqual(cacheIdents(m.replica), wants.get(name) ?? new Set()));
@@ -154,6 +158,7 @@ t.test(`gate ${env.gate}: ring chaos on real Leases and the ShardRing CRD — af
     const all = new Set(pods.map(ident));
     t.ok(setsEqual(new Set(seen.keys()), all), `${step}: the caches together hold all ${all.size} pods`);
     t.same([...seen].filter(([, n]) => n > 1).map(([k]) => k), [], `${step}: no pod in two caches`);
+    stepStart = Date.now();
   };
 
   for (const name of ["web-0", "web-1", "web-2"]) await add(name);
