@@ -4,7 +4,7 @@
  * results, except the analysis paragraphs (causes of misses, plans, the
  * profiling log), which live in ./notes.ts next to the code that measures.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { BenchResult } from "../lib.ts";
 import type { BenchRun, ResultsFile } from "../run.ts";
@@ -44,12 +44,16 @@ function runLine(run: BenchRun): string {
 }
 
 function genericTable(runs: readonly BenchRun[], id: string): string {
-  const rows: string[] = ["| bench | figure | candidate | baseline | ratio | target | status |", "|---|---|---|---|---|---|---|"];
+  const rows: string[] = ["| bench | figure | candidate | baseline | ratio | target | status | details |", "|---|---|---|---|---|---|---|---|"];
   for (const run of runs) {
     for (const r of run.results.filter((x) => baseId(x.id) === id)) {
       const c = checksFor(run, r);
+      const details = Object.entries(r.extra ?? {})
+        .filter(([k]) => !k.startsWith("target") && k !== "withinTarget")
+        .map(([k, v]) => `${k} ${typeof v === "number" ? fmtNum(v) : v}`)
+        .join(", ");
       rows.push(
-        `| ${run.name} | ${r.name} | ${r.candidate.label}: **${fmtNum(r.candidate.value)} ${r.candidate.unit}** | ${r.baseline.label}: ${fmtNum(r.baseline.value)} ${r.baseline.unit} | ${fmtNum(r.ratio)}× | ${targetText(c)} | ${status(c)} |`,
+        `| ${run.name} | ${r.name} | ${r.candidate.label}: **${fmtNum(r.candidate.value)} ${r.candidate.unit}** | ${r.baseline.label}: ${fmtNum(r.baseline.value)} ${r.baseline.unit} | ${fmtNum(r.ratio)}× | ${targetText(c)} | ${status(c)} | ${details} |`,
       );
     }
   }
@@ -108,6 +112,8 @@ function p1Section(run: BenchRun): Section {
       ],
       xLabel: "offered load (open loop)",
       yLabel: "added latency, ms (proxied − direct)",
+      // A saturated proxy queues for seconds; clip so the unsaturated rates stay readable.
+      yMax: 30,
       ...(kind === "get" ? { hLines: [{ value: 2, label: "P1 p99 target: +2 ms at 1,000 req/s" }] } : {}),
     });
     md.push(`![P1 added latency, ${kind}](perf/${name})`, "");
@@ -147,14 +153,19 @@ function p5Section(run: BenchRun): Section {
   const series = (m: string, gate: string): Array<number | undefined> => ns.map((n) => metric(m, gate, n)?.candidate.value);
   const baseline = (m: string): Array<number | undefined> => ns.map((n) => metric(m, "on", n)?.baseline.value);
   const svgs: Record<string, string> = {};
+  const fit = fitInverse(ns, series("controller-heap", "on"));
+  if (fit !== undefined) {
+    md.push(`Controller heap, gate on, fits **${fmtNum(fit.a)} MB + ${fmtNum(fit.b)} MB / N** (least squares over N = ${ns.join(", ")}): a fixed floor (runtime, client-node, the informer) plus a part that falls as 1/N — the cache itself.`, "");
+  }
   svgs["p5-heap.svg"] = lineChart({
     title: "P5: controller heap against N (memory ∝ 1/N)",
     categories: cats,
     series: [
       { name: "no proxy (every replica caches all)", values: baseline("controller-heap"), color: PALETTE.grey },
-      { name: "shardcar, gate on", values: series("controller-heap", "on"), color: PALETTE.blue },
+      // Gate on and off hold the same objects: the wider line underneath stays visible.
+      { name: "shardcar, gate on", values: series("controller-heap", "on"), color: PALETTE.blue, width: 7 },
       { name: "shardcar, gate off", values: series("controller-heap", "off"), color: PALETTE.orange },
-      { name: "no-proxy heap / N", values: ns.map((n, i) => ((baseline("controller-heap")[i] ?? Number.NaN) / n)), color: PALETTE.green, reference: true },
+      ...(fit === undefined ? [] : [{ name: `fit ${fmtNum(fit.a)} + ${fmtNum(fit.b)}/N MB`, values: ns.map((n) => fit.a + fit.b / n), color: PALETTE.green, reference: true }]),
     ],
     xLabel: "replicas (N)",
     yLabel: "heap used after GC, MB (largest replica)",
@@ -187,19 +198,39 @@ function p5Section(run: BenchRun): Section {
   return { md, svgs };
 }
 
-function ratioChart(run: BenchRun, id: string, file: string): Record<string, string> {
-  const rs = run.results.filter((r) => baseId(r.id) === id && r.target !== undefined);
+/** Least squares for y = a + b/N; undefined with fewer than two points. */
+export function fitInverse(ns: readonly number[], ys: ReadonlyArray<number | undefined>): { a: number; b: number } | undefined {
+  const pts = ns.map((n, i) => [1 / n, ys[i]] as const).filter((p): p is readonly [number, number] => p[1] !== undefined && Number.isFinite(p[1]));
+  if (pts.length < 2) return undefined;
+  const mx = pts.reduce((s, p) => s + p[0], 0) / pts.length;
+  const my = pts.reduce((s, p) => s + p[1], 0) / pts.length;
+  const sxx = pts.reduce((s, p) => s + (p[0] - mx) ** 2, 0);
+  if (sxx === 0) return undefined;
+  const b = pts.reduce((s, p) => s + (p[0] - mx) * (p[1] - my), 0) / sxx;
+  return { a: my - b * mx, b };
+}
+
+/** A short label for a result: the part after the last ": ", else before " vs " or " (". */
+function shortName(name: string): string {
+  const colon = name.lastIndexOf(": ");
+  if (colon >= 0) return name.slice(colon + 2);
+  return name.split(" vs ")[0]?.split(" (")[0] ?? name;
+}
+
+function ratioChart(runs: readonly BenchRun[], id: string, file: string): Record<string, string> {
+  const rs = runs.flatMap((run) => run.results.filter((r) => baseId(r.id) === id && r.target !== undefined));
   if (rs.length === 0) return {};
   return {
     [file]: barChart({
-      title: `${id}: measured ratio against target (${run.name})`,
-      categories: rs.map((r) => r.id),
+      title: `${id}: measured ratio against its target`,
+      categories: rs.map((r) => shortName(r.name)),
       series: [
-        { name: "measured ratio", values: rs.map((r) => r.ratio), color: PALETTE.blue },
+        { name: "measured ratio (candidate vs baseline, same run)", values: rs.map((r) => r.ratio), color: PALETTE.blue },
         { name: "target", values: rs.map((r) => r.target), color: PALETTE.red },
       ],
-      xLabel: rs.map((r) => r.name.split(" vs ")[0] ?? r.name).join(" | ").slice(0, 90),
+      xLabel: "figure",
       yLabel: "ratio (higher is better)",
+      width: Math.max(640, 200 * rs.length),
     }),
   };
 }
@@ -217,13 +248,30 @@ function summaryRows(file: ResultsFile): string[] {
       measured = NOTES.pending[t.id] ?? (why || "not run");
       st = "⏳ not measured";
     } else {
-      measured = checks.length === 0 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ") : checks.map((c) => `${c.name.replace(/^(.{0,60}).*$/, "$1")}: ${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}`).join("<br>");
+      measured = t.id === "P5" ? p5Summary(results.map(({ r }) => r)) : checks.length === 0 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ") : checks.map((c) => `${shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
       const missing = runs.filter((r) => r.status !== "ok");
       st = status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
     }
     rows.push(`| ${t.id} | ${t.what} | ${t.target} | ${measured} | ${st} | ${runs.map((r) => `\`${r.name}\``).join(", ") || "—"} |`);
   }
   return rows;
+}
+
+/** One line per P5 metric with a target: the ratio at each N next to N/1.1. */
+function p5Summary(rs: readonly BenchResult[]): string {
+  const lines: string[] = [];
+  for (const [metric, gate, label] of [
+    ["bytes-to-controller", "on", "bytes to each controller, gate on"],
+    ["bytes-to-controller", "off", "bytes to each controller, gate off"],
+    ["upstream-bytes", "on", "upstream bytes per proxy, gate on"],
+  ] as const) {
+    const mine = rs.filter((r) => extraStr(r, "metric") === metric && extraStr(r, "gate") === gate).sort((a, b) => (extraNum(a, "n") ?? 0) - (extraNum(b, "n") ?? 0));
+    if (mine.length === 0) continue;
+    lines.push(`${label}: total ÷ max = ${mine.map((r) => `**${fmtNum(r.ratio)}×** (N=${extraNum(r, "n") ?? "?"}, ≥ ${fmtNum((extraNum(r, "n") ?? 0) / 1.1)})`).join(", ")}`);
+  }
+  const off = rs.filter((r) => extraStr(r, "metric") === "upstream-bytes" && extraStr(r, "gate") === "off");
+  if (off.length > 0) lines.push(`gate off, upstream per proxy (price of fallback): ${off.map((r) => `${fmtNum(r.ratio)}×`).join(", ")} of total`);
+  return lines.join("<br>");
 }
 
 /** Writes docs/performance.md and docs/perf/*.svg under `root`. */
@@ -272,17 +320,18 @@ export function writeReport(file: ResultsFile, root: string): void {
       }
     } else {
       md.push(genericTable(runs, t.id), "");
-      for (const run of runs) {
-        const charts = ratioChart(run, t.id, `${t.id.toLowerCase()}-${run.name}.svg`);
-        for (const name of Object.keys(charts)) md.push(`![${t.id} ${run.name}](perf/${name})`, "");
-        Object.assign(svgs, charts);
-      }
+      const charts = ratioChart(runs, t.id, `${t.id.toLowerCase()}-ratios.svg`);
+      for (const name of Object.keys(charts)) md.push(`![${t.id}: measured ratios against the target](perf/${name})`, "");
+      Object.assign(svgs, charts);
     }
     const note = NOTES.sections[t.id];
     if (note !== undefined) md.push(note, "");
   }
   md.push("## Profiling the hot paths", "", NOTES.profile, "");
-  mkdirSync(join(root, "docs", "perf"), { recursive: true });
-  for (const [name, svg] of Object.entries(svgs)) writeFileSync(join(root, "docs", "perf", name), svg);
+  const dir = join(root, "docs", "perf");
+  mkdirSync(dir, { recursive: true });
+  // Charts this report no longer draws would go stale next to it.
+  for (const f of readdirSync(dir)) if (f.endsWith(".svg") && !(f in svgs)) rmSync(join(dir, f));
+  for (const [name, svg] of Object.entries(svgs)) writeFileSync(join(dir, name), svg);
   writeFileSync(join(root, "docs", "performance.md"), md.join("\n").replace(/\n{3,}/g, "\n\n").trimEnd() + "\n");
 }

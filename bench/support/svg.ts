@@ -13,6 +13,8 @@ export interface Series {
   readonly color: string;
   /** Drawn dashed, without markers: a target or ideal, not a measurement. */
   readonly reference?: boolean;
+  /** Line width (line charts); default 2.5. A wider line drawn first stays visible under an equal one. */
+  readonly width?: number;
 }
 
 export interface ChartOptions {
@@ -25,6 +27,8 @@ export interface ChartOptions {
   readonly height?: number;
   /** Horizontal reference lines (e.g. a target). */
   readonly hLines?: ReadonlyArray<{ readonly value: number; readonly label: string; readonly color?: string }>;
+  /** Clip the y axis here (bar charts): taller bars end at the top with their true value printed. */
+  readonly yMax?: number;
 }
 
 export const PALETTE = { blue: "#1f77b4", orange: "#ff7f0e", green: "#2ca02c", red: "#d62728", purple: "#9467bd", grey: "#7f7f7f", brown: "#8c564b" } as const;
@@ -73,7 +77,8 @@ function frame(o: ChartOptions, legendRows: number): Frame {
   const top = 40 + legendRows * 18;
   const bottom = h - 48;
   const all = [...o.series.flatMap((s) => s.values.filter((v): v is number => v !== undefined && Number.isFinite(v))), ...(o.hLines ?? []).map((l) => l.value)];
-  const ticks = niceTicks(Math.max(0, ...all) * 1.05);
+  const top0 = Math.max(0, ...all) * 1.05;
+  const ticks = niceTicks(o.yMax !== undefined ? Math.min(o.yMax, top0) : top0);
   const top$ = ticks[ticks.length - 1] ?? 1;
   const y = (v: number): number => bottom - (v / top$) * (bottom - top);
   const parts: string[] = [];
@@ -129,7 +134,7 @@ function hLines(f: Frame, o: ChartOptions): void {
     const yy = f.y(l.value).toFixed(1);
     const c = l.color ?? PALETTE.red;
     f.parts.push(`<line x1="${f.left}" x2="${f.right}" y1="${yy}" y2="${yy}" stroke="${c}" stroke-dasharray="6 4" stroke-width="1.5"/>`);
-    f.parts.push(`<text x="${f.right - 4}" y="${yy}" dy="-4" text-anchor="end" fill="${c}">${esc(l.label)}</text>`);
+    f.parts.push(`<text x="${f.left + 6}" y="${yy}" dy="-4" text-anchor="start" fill="${c}" stroke="#ffffff" stroke-width="3" paint-order="stroke">${esc(l.label)}</text>`);
   }
 }
 
@@ -154,7 +159,7 @@ export function lineChart(o: ChartOptions): string {
       pen = true;
     });
     const dash = s.reference === true ? ' stroke-dasharray="5 4"' : "";
-    f.parts.push(`<path d="${d.trim()}" fill="none" stroke="${s.color}" stroke-width="2.5"${dash}/>`);
+    f.parts.push(`<path d="${d.trim()}" fill="none" stroke="${s.color}" stroke-width="${s.width ?? 2.5}"${dash}/>`);
     if (s.reference !== true) {
       s.values.forEach((v, i) => {
         if (v === undefined || !Number.isFinite(v)) return;
@@ -181,9 +186,11 @@ export function barChart(o: ChartOptions): string {
       const v = s.values[i];
       if (v === undefined || !Number.isFinite(v)) return;
       const x0 = cx - (bars.length * barW) / 2 + k * barW;
-      const y0 = f.y(v);
-      f.parts.push(`<rect x="${x0.toFixed(1)}" y="${y0.toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${(f.bottom - y0).toFixed(1)}" fill="${s.color}"><title>${esc(`${s.name}, ${c}: ${fmt(v)}`)}</title></rect>`);
-      f.parts.push(`<text x="${(x0 + barW / 2 - 1).toFixed(1)}" y="${(y0 - 4).toFixed(1)}" text-anchor="middle" font-size="10" fill="#333">${fmt(v)}</text>`);
+      const top = f.ticks[f.ticks.length - 1] ?? v;
+      const clipped = v > top;
+      const y0 = f.y(clipped ? top : v);
+      f.parts.push(`<rect x="${x0.toFixed(1)}" y="${y0.toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${(f.bottom - y0).toFixed(1)}" fill="${s.color}"${clipped ? ' fill-opacity="0.6"' : ""}><title>${esc(`${s.name}, ${c}: ${fmt(v)}`)}</title></rect>`);
+      f.parts.push(`<text x="${(x0 + barW / 2 - 1).toFixed(1)}" y="${(y0 - 4).toFixed(1)}" text-anchor="middle" font-size="10" fill="#333">${clipped ? "▲" : ""}${fmt(v)}</text>`);
     });
   });
   hLines(f, o);
