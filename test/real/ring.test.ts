@@ -5,7 +5,8 @@
  * coordinator and ring members run in this process; each member is the
  * OwnershipSource of a real proxy with a real client-node pod informer behind
  * it. Members join, one is killed (SIGKILL-like: its Lease simply stops being
- * renewed), one joins, one leaves gracefully — with pods written all along.
+ * renewed), one joins, one leaves gracefully — with pods written during each
+ * change and again once it settled.
  * After each change settles, every live informer must cache exactly the pods
  * whose uid hashes into its member's committed slots, and the caches together
  * exactly every pod, once each.
@@ -144,6 +145,9 @@ t.test(`gate ${env.gate}: ring chaos on real Leases and the ShardRing CRD — af
     const relists = [...live].map(([name, m]) => `${name} ${m.replica.lane.proxy.proxy.stats().get("pods")?.forcedRelists ?? 0}`).join(", ");
     t.comment(`${step}: settled after ${Date.now() - stepStart} ms (forced relists so far: ${relists})`);
     t.ok(ok, `${step}: the ring settled on [${[...live.keys()].sort().join(",")}]`);
+    // Writes on the settled ring too: its watches must keep the caches exact.
+    const after = await churnPods(server, { ms: 1000, seed: stepStart % 1000, concurrency: 2 });
+    t.equal(after.errors, 0, `${step}: ${after.ops} writes on the settled ring`);
     const pods = (await listAll(server, "/api/v1/pods")).items;
     const wants = new Map([...live].map(([name, m]) => [name, new Set(pods.filter((o) => inShard(o, m.member.current().ranges, "uid")).map(ident))]));
     const exact = (): boolean => [...live].every(([name, m]) => setsEqual(cacheIdents(m.replica), wants.get(name) ?? new Set()));
