@@ -21,10 +21,10 @@ export interface Notes {
 
 const summary = `**Reading the summary.** A status comes from the latest full run against the target itself (no tolerance). The quick run in CI uses the same benches on small inputs with a 25% tolerance, and judges the known misses below against a ratchet (today's level) so that it catches regressions without being red for a known gap (\`KNOWN_MISSES\` in bench/support/checks.ts).
 
-**Misses, causes and plans, in short:**
+**Misses and edges, causes and plans, in short:**
 - **P6 idle RSS (≈145 MB against 80 MB):** the \`shardcar\` executable imports every command and \`@kubernetes/client-node\` at start. Measured: a process that loads only what a static-shard proxy runs sits at **72.6 MB and is ready in 110–250 ms** (the CLI: 145 MB, 0.6–1.3 s). Plan in the P6 section.
 - **P7 full relists (one LIST per member against 1):** members that only *lose* slots relist. Plan: synthetic DELETEDs from an index of delivered keys (P7 section).
-- **P1 added p50 (about +0.3 ms, at the target's edge):** the proxy's own code is now within 10–20% of a bare Node forwarder's CPU per request; what remains is Node's HTTP stack for the extra hop. Plan in the P1 section.`;
+- **P1 added p50 is at the target's edge:** met in the latest run (+0.24 ms), missed by 0.01–0.02 ms in two earlier full runs on the same machine the same day (+0.31, +0.32 ms; the second after the forwarding change below). The proxy's own code is now within 10–20% of a bare Node forwarder's CPU per request; what remains is Node's HTTP stack for the extra hop. Plan in the P1 section.`;
 
 const p1 = `**How it is measured.** Three processes besides the bench: devapi, a real \`shardcar proxy\` (\`--shards 0/1\`, so every sharded LIST is rewritten and scanned), and the load generator (bench/support/loadgen.ts), which sends at a fixed rate whatever the responses do (open loop; a latency runs from the moment a request was issued, so queueing shows up instead of lowering the rate). Each rate runs twice per path, alternating which goes first; the better round per path is kept. Plain HTTP on loopback: the figure is the proxy's own cost.
 
@@ -41,7 +41,7 @@ An added p50 of ~0.3 ms is this CPU time plus one more loopback round trip. A GE
 
 **Plan for P1.** (1) Done: http-proxy-3's per-request machinery replaced on the HTTP path (profiling section). (2) Next: undici's \`Pool\` as the upstream client instead of \`http.request\` + agent (its parser and request objects are leaner; to be measured with the same tool). (3) A small sharded LIST costs ~130 µs more than a GET: its stream pipeline (Transform + \`stream.pipeline\`, whose internal \`AbortController\` builds a \`DOMException\` on every finish: 2.7% of samples) and one extra write for the chunked terminator. Small lists could be filtered in one buffer and sent with a \`content-length\`.
 
-**Saturation.** At 5,000 req/s the sharded LIST saturates the proxy (≈ 0.35–0.45 ms of CPU each on a machine whose two cores also run devapi and the load generator), so requests queue for seconds; the GET path keeps up at a few ms. The closed-loop throughput ratio (reported, no target) is bounded the same way.`;
+**Saturation.** 5,000 req/s is at or beyond what one proxy process can serve on this machine (≈ 0.21 ms of CPU per GET, 0.34–0.39 ms per small sharded LIST, on two cores that also run devapi and the load generator): the sharded LIST always queues there, and the GET path queues or not depending on what else runs (p50 +12 ms in one full run, +410 ms in another). The closed-loop throughput ratio (reported, no target) is bounded the same way.`;
 
 const p2p4 = `These figures come from the scanner benches (bench/micro/), candidate and baseline in one process on the same input. For the fast paths (P2), the filter and the byte pipe both hand over references to the input chunks, so their “MB/s” counts bytes handed over, not bytes touched; only the ratio is meaningful there.`;
 
@@ -67,7 +67,7 @@ const profile = `Tools: \`node bench/support/profile-proxy.ts [--path …]\` (a 
 
 | change | what the profile showed | before → after (proxy CPU per request, min / median) | commit |
 |---|---|---|---|
-| HTTP requests forwarded by \`src/proxy/forward.ts\` instead of http-proxy-3 (upgrades still use it) | shardcar's own code (classify, rewrite, filter, metrics) under 5% of samples; http-proxy-3's generic passes (a URL rebuilt per request, five response passes, option closures) the largest part above Node's own HTTP cost | GET 252 / 274 → **212 / 254 µs**; sharded LIST 408 / 474 → **340 / 388 µs** (bare Node forwarder: 176 / 228 and 192 / 242) | “proxy: forward HTTP requests without http-proxy-3's per-request machinery” |
+| HTTP requests forwarded by \`src/proxy/forward.ts\` instead of http-proxy-3 (upgrades still use it) | shardcar's own code (classify, rewrite, filter, metrics) under 5% of samples; http-proxy-3's generic passes (a URL rebuilt per request, five response passes, option closures) the largest part above Node's own HTTP cost | GET 252 / 274 → **212 / 254 µs**; sharded LIST 408 / 474 → **340 / 388 µs** (bare Node forwarder: 176 / 228 and 192 / 242) | f5af455 |
 
 Candidates from the issue that the profiles ruled out, so nothing was changed:
 - **Metrics label lookups:** a prom-client \`inc\` with a label object costs ~0.15 µs, the same as a pre-bound child; the proxy bumps ~7 per LIST and 1 per passed-through request (< 0.5% of a request). Counters are bumped once per response, never per item.
