@@ -48,7 +48,7 @@ function median(xs: readonly number[]): number {
 }
 
 export const bench: Bench = async ({ quick }) => {
-  const runs = quick ? 3 : 7;
+  const runs = quick ? 5 : 7;
   const idleMs = quick ? 1000 : 5000;
   const devapi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--log-level", "warn"]);
   try {

@@ -56,6 +56,16 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
     reason: "the proxy process loads @kubernetes/client-node (and every CLI command) at start",
   },
   {
+    id: "P6",
+    name: /^start to ready/,
+    kind: "max",
+    // Met on an idle machine (0.6–0.9 s, median of 7) but 1.4 s in a quick
+    // run on a loaded one: ~1.2 s of CPU is importing client-node, the same
+    // cause as the RSS above. The ratchet catches a startup that doubles.
+    ratchet: 2500,
+    reason: "importing @kubernetes/client-node at start takes ~1.2 s of CPU; on a loaded machine start-to-ready passes 1 s",
+  },
+  {
     id: "P7",
     name: /LIST requests for pods during the handoff$/,
     kind: "max",
