@@ -13,10 +13,17 @@ export interface CommandIO {
   readonly signal: AbortSignal;
 }
 
-export interface Command {
+/** How `shardcar --help` lists a command, and how to load it. */
+export interface CommandEntry {
   readonly name: string;
   /** One line for `shardcar --help`. */
   readonly summary: string;
+  /** Imports the command's module; called only for the command being run. */
+  load(): Promise<Command>;
+}
+
+export interface Command {
+  readonly name: string;
   /** Full `--help` text, with examples. */
   readonly usage: string;
   /**

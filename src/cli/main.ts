@@ -25,11 +25,12 @@ export async function main(argv: readonly string[], io: CommandIO): Promise<numb
     io.stdout.write(topUsage());
     return name === undefined ? 2 : 0;
   }
-  const cmd: Command | undefined = COMMANDS.find((c) => c.name === name);
-  if (cmd === undefined) {
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (entry === undefined) {
     io.stderr.write(`shardcar: unknown command ${JSON.stringify(name)}\n\n${topUsage()}`);
     return 2;
   }
+  const cmd: Command = await entry.load();
   try {
     return await cmd.run(rest, io);
   } catch (e) {

@@ -10,7 +10,6 @@
 import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
-import { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError } from "../errors.ts";
 
 export interface Upstream {
@@ -49,10 +48,13 @@ export function makeUpstream(server: string, ca?: string): Upstream {
  * in a pod, or the default kubeconfig chain otherwise.
  * Refuses `insecure-skip-tls-verify`.
  */
-export function loadUpstream(opts: { kubeconfigPath?: string; server?: string; caFile?: string; env: NodeJS.ProcessEnv }): Upstream {
+export async function loadUpstream(opts: { kubeconfigPath?: string; server?: string; caFile?: string; env: NodeJS.ProcessEnv }): Promise<Upstream> {
   if (opts.server !== undefined) {
     return makeUpstream(opts.server, opts.caFile === undefined ? undefined : readFileSync(opts.caFile, "utf8"));
   }
+  // Loaded only here: client-node is most of an idle sidecar's memory, and an
+  // injected or --server sidecar in a static mode never needs it.
+  const { KubeConfig } = await import("@kubernetes/client-node");
   const kc = new KubeConfig();
   if (opts.kubeconfigPath !== undefined) kc.loadFromFile(opts.kubeconfigPath);
   else if (opts.env.KUBERNETES_SERVICE_HOST !== undefined && opts.env.KUBERNETES_SERVICE_PORT !== undefined) kc.loadFromCluster();

@@ -14,7 +14,6 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export const auditCommand: Command = {
   name: "audit",
-  summary: "check that every object is served by exactly one replica (silent gaps, duplicates, skew, canaries)",
   usage: `Usage: shardcar audit --resource RES (--shards N | --ring NAME) [flags]
 
 Answers "is every object owned right now?". Lists the resource once in full

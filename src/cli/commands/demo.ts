@@ -6,7 +6,6 @@ import { intFlag, parseFlags } from "../flags.ts";
 
 export const demoCommand: Command = {
   name: "demo",
-  summary: "run the demo: devapi, controller replicas in ring mode, scale, kill, gate off and on, an HTML report",
   usage: `Usage: shardcar demo [--pods N] [--replicas N] [--quick] [--report FILE]
 
 Starts the embedded devapi with N pods, the manager's ring coordinator and

@@ -6,7 +6,6 @@ import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
 
 export const devapiCommand: Command = {
   name: "devapi",
-  summary: "run the in-memory API server (KEP-5866 sharding, switchable gate) for tests and demos",
   usage: `Usage: shardcar devapi [flags]
 
 Runs devapi, a small in-memory Kubernetes-like API server with KEP-5866

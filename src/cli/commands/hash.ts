@@ -6,7 +6,6 @@ import { FOR_OBJECT_FLAGS, FOR_OBJECT_HELP, runForObject } from "../for-object.t
 
 export const hashCommand: Command = {
   name: "hash",
-  summary: "print the FNV-1a 64 hash of values, as the apiserver computes it, or locate a live object",
   usage: `Usage: shardcar hash [--shards N] VALUE...
        shardcar hash --for-object NS/NAME --resource RES [--shards N] [--ring NAME]
 

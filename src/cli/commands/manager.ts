@@ -25,7 +25,6 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export const managerCommand: Command = {
   name: "manager",
-  summary: "serve the injection webhook and coordinate shard rings, in shardcar-system",
   usage: `Usage: shardcar manager [flags]
 
 Serves the mutating admission webhook that injects the shardcar sidecar into

@@ -8,7 +8,6 @@ import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags } from "../kube-flags.ts";
 
 export const preflightCommand: Command = {
   name: "preflight",
-  summary: "check a cluster before enabling shardcar for a controller (gate, RBAC, lock, webhook, labels)",
   usage: `Usage: shardcar preflight --resources LIST [flags]
 
 Answers "can I turn this on safely?" for one controller, against the cluster

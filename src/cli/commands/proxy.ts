@@ -1,13 +1,12 @@
 import { readFileSync } from "node:fs";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
-import { RingMember } from "../../ring/member.ts";
-import { HandoffMode } from "../../ring/table.ts";
+import type { RingMember } from "../../ring/member.ts";
 import { join } from "node:path";
 import { ConfigError } from "../../errors.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
 import { parseLockSpec } from "../../proxy/lock-rename.ts";
-import { SERVICE_ACCOUNT_DIR, startInjectedMode, type InjectedMode } from "../../proxy/injected/index.ts";
+import type { InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
@@ -20,7 +19,8 @@ import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
  * The sidecar's own credentials, for its ring membership: the real
  * service-account files in injected mode, else the kubeconfig or server given.
  */
-function sidecarKubeConfig(o: { injected: boolean; realSaDir: string; env: NodeJS.ProcessEnv; kubeconfig: string | undefined; server: string | undefined; caFile: string | undefined }): KubeConfig {
+async function sidecarKubeConfig(o: { injected: boolean; realSaDir: string; env: NodeJS.ProcessEnv; kubeconfig: string | undefined; server: string | undefined; caFile: string | undefined }): Promise<KubeConfig> {
+  const { KubeConfig } = await import("@kubernetes/client-node");
   const kc = new KubeConfig();
   if (o.injected) {
     kc.loadFromOptions({
@@ -51,7 +51,6 @@ function inClusterServer(env: NodeJS.ProcessEnv): string {
 
 export const proxyCommand: Command = {
   name: "proxy",
-  summary: "run the sharding proxy in front of one controller (the sidecar)",
   usage: `Usage: shardcar proxy --resources LIST [flags]
 
 Listens on loopback, forwards to the apiserver, adds the pod's shard selector
@@ -146,10 +145,11 @@ Examples:
     if (injected && (values["tls-cert"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
       throw new UsageError("--injected", "--injected generates its own TLS and uses the in-cluster apiserver; drop --tls-cert/--tls-key/--server/--kubeconfig");
     }
-    const realSaDir = values["real-sa-dir"] ?? SERVICE_ACCOUNT_DIR;
+    // The kubelet's mount point for every container's service-account files.
+    const realSaDir = values["real-sa-dir"] ?? "/var/run/secrets/kubernetes.io/serviceaccount";
     const upstream = injected
-      ? loadUpstream({ env: io.env, server: inClusterServer(io.env), caFile: join(realSaDir, "ca.crt") })
-      : loadUpstream({
+      ? await loadUpstream({ env: io.env, server: inClusterServer(io.env), caFile: join(realSaDir, "ca.crt") })
+      : await loadUpstream({
           env: io.env,
           ...(values.kubeconfig === undefined ? {} : { kubeconfigPath: values.kubeconfig }),
           ...(values.server === undefined ? {} : { server: values.server }),
@@ -167,8 +167,10 @@ Examples:
       if (podName === undefined || namespace === undefined) throw new UsageError("--pod-name", "--shards ring needs --pod-name and --pod-namespace (or POD_NAME and POD_NAMESPACE)");
       const handoff = values.handoff ?? "overlap";
       if (handoff !== "overlap" && handoff !== "exclusive") throw new UsageError("--handoff", `invalid --handoff ${JSON.stringify(handoff)}: expected overlap or exclusive`);
+      // Ring code and client-node load only in ring mode (idle RSS, P6).
+      const [{ RingMember }, { HandoffMode }] = await Promise.all([import("../../ring/member.ts"), import("../../ring/table.ts")]);
       member = new RingMember({
-        kubeConfig: sidecarKubeConfig({ injected, realSaDir, env: io.env, kubeconfig: values.kubeconfig, server: values.server, caFile: values["certificate-authority"] }),
+        kubeConfig: await sidecarKubeConfig({ injected, realSaDir, env: io.env, kubeconfig: values.kubeconfig, server: values.server, caFile: values["certificate-authority"] }),
         namespace,
         ring,
         member: podName,
@@ -202,6 +204,7 @@ Examples:
     let tls: { cert: string; key: string } | undefined;
     let injectedMode: InjectedMode | undefined;
     if (injected) {
+      const { startInjectedMode } = await import("../../proxy/injected/index.ts");
       injectedMode = await startInjectedMode({
         sharedDir: values["sa-dir"] ?? "",
         realServiceAccountDir: realSaDir,

@@ -7,7 +7,6 @@ import { FOR_OBJECT_FLAGS, FOR_OBJECT_HELP, runForObject } from "../for-object.t
 
 export const rangesCommand: Command = {
   name: "ranges",
-  summary: "print the N equal shard ranges and their canonical selectors, or which one holds a live object",
   usage: `Usage: shardcar ranges [--key uid|namespace] [--json] N
        shardcar ranges N --for-object NS/NAME --resource RES [--ring NAME]
 
