@@ -2,8 +2,7 @@
  * The shard proxy: an HTTP handler that sits between one controller and the
  * apiserver. Sharded LIST and WATCH requests are rewritten with the pod's
  * selector and their responses filtered whenever the server did not;
- * everything else passes through untouched ({@link forward}; upgrades via
- * http-proxy-3).
+ * everything else passes through http-proxy-3 untouched.
  *
  * Upstream requests always end when the controller goes away: a watch whose
  * client left must not stay open upstream (design.md, data path §1).
@@ -13,7 +12,6 @@ import type { Duplex, Transform } from "node:stream";
 import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
-import { forward, forwardTarget, type ForwardTarget } from "./forward.ts";
 import type { Logger } from "../log.ts";
 import { FULL_RANGE, HashMatcher, equal, ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
@@ -125,9 +123,8 @@ function isResumingWatch(q: URLSearchParams): boolean {
 export class ShardProxy {
   readonly #opts: ShardProxyOptions;
   readonly #index: ResourceIndex;
-  /** Upgrades only (exec, attach, port-forward); every HTTP request goes through {@link forward}. */
   readonly #passthrough: ProxyServer;
-  readonly #target: ForwardTarget;
+  readonly #sharded: ProxyServer;
   readonly #locks: ProxyServer;
   readonly #renamedLock: string | undefined;
   readonly #state = new WeakMap<IncomingMessage, ShardedState>();
@@ -148,14 +145,25 @@ export class ShardProxy {
     this.#index = indexResources(opts.resources);
     const common = { target: opts.upstream.url.href, agent: opts.upstream.agent, changeOrigin: true, secure: true, xfwd: false };
     this.#passthrough = createProxyServer({ ...common, ws: true });
-    this.#target = forwardTarget(opts.upstream);
+    this.#sharded = createProxyServer({ ...common, selfHandleResponse: true });
     this.#locks = createProxyServer({ ...common, selfHandleResponse: true });
     this.#renamedLock = opts.lock === undefined ? undefined : renamedLock(opts.lock.spec, opts.lock.identity);
     this.#locks.on("proxyReq", (proxyReq) => proxyReq.removeHeader("accept-encoding"));
     this.#locks.on("proxyRes", (proxyRes, _req, res) => this.#onLockResponse(proxyRes, res));
-    for (const p of [this.#passthrough, this.#locks]) {
-      p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => this.#upstreamFailed(err, res));
+    for (const p of [this.#passthrough, this.#sharded, this.#locks]) {
+      p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
+        opts.logger.warn({ err: err.message }, "upstream request failed");
+        if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
+        else res.destroy();
+      });
     }
+    this.#sharded.on("proxyReq", (proxyReq, req) => {
+      // The proxy must be able to read the body; it never inflates gzip.
+      proxyReq.removeHeader("accept-encoding");
+      const accept = filterableAccept(req.headers.accept);
+      if (accept !== undefined) proxyReq.setHeader("accept", accept);
+    });
+    this.#sharded.on("proxyRes", (proxyRes, req, res) => this.#onShardedResponse(proxyRes, req, res));
     this.#relists = new RelistTracker((g) => {
       opts.logger.info({ generation: g }, "every watched resource relisted under the new ranges");
       opts.ownership.markApplied?.(g);
@@ -192,7 +200,7 @@ export class ShardProxy {
     const cls = classify(req.method ?? "GET", req.url ?? "/", this.#index);
     if (cls.kind === "passthrough") {
       this.#opts.metrics.requests.inc({ class: "passthrough", resource: "" });
-      forward(this.#target, req, res, { onError: (err) => this.#upstreamFailed(err, res) });
+      this.#passthrough.web(req, res);
       return;
     }
     const id = resourceId(cls.resource);
@@ -227,23 +235,8 @@ export class ShardProxy {
       }
     }
     this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query });
-    forward(this.#target, req, res, {
-      headers: (h) => {
-        // The proxy must be able to read the body; it never inflates gzip.
-        delete h["accept-encoding"];
-        const accept = filterableAccept(req.headers.accept);
-        if (accept !== undefined) h["accept"] = accept;
-      },
-      onResponse: (proxyRes) => this.#onShardedResponse(proxyRes, req, res),
-      onError: (err) => this.#upstreamFailed(err, res),
-    });
+    this.#sharded.web(req, res);
   };
-
-  #upstreamFailed(err: Error, res: ServerResponse | Duplex): void {
-    this.#opts.logger.warn({ err: err.message }, "upstream request failed");
-    if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
-    else res.destroy();
-  }
 
   /** Node `upgrade` handler: exec, attach and port-forward pass through. */
   readonly handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
@@ -257,6 +250,7 @@ export class ShardProxy {
     this.#unsubscribe();
     for (const w of [...this.#watches]) w.terminate("shardcar: proxy shutting down");
     this.#passthrough.close();
+    this.#sharded.close();
     this.#locks.close();
   }
 
