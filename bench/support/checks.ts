@@ -47,25 +47,6 @@ export interface Check {
  */
 export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: RegExp; readonly kind: Check["kind"]; readonly ratchet: number; readonly reason: string }> = [
   {
-    id: "P6",
-    name: /^idle sidecar RSS/,
-    kind: "max",
-    // Measured 145–150 MB: @kubernetes/client-node alone adds ~55 MB to
-    // the proxy process (see docs/performance.md, P6).
-    ratchet: 170,
-    reason: "the proxy process loads @kubernetes/client-node (and every CLI command) at start",
-  },
-  {
-    id: "P6",
-    name: /^start to ready/,
-    kind: "max",
-    // Met on an idle machine (0.6–0.9 s, median of 7) but 1.4 s in a quick
-    // run on a loaded one: ~1.2 s of CPU is importing client-node, the same
-    // cause as the RSS above. The ratchet catches a startup that doubles.
-    ratchet: 2500,
-    reason: "importing @kubernetes/client-node at start takes ~1.2 s of CPU; on a loaded machine start-to-ready passes 1 s",
-  },
-  {
     id: "P7",
     name: /LIST requests for pods during the handoff$/,
     kind: "max",
