@@ -23,6 +23,16 @@ import type { BenchResult } from "../lib.ts";
  */
 export const QUICK_TOLERANCE = 0.25;
 
+/**
+ * Added latency (P1) in quick mode gets 100%: a quick P1 sends ~1,000
+ * requests, and on a shared 2-core CI machine the same build measured an
+ * added p50 from +0.22 to +0.45 ms within one hour (docs/performance.md,
+ * P1). A real regression on the pass-through path (a buffered body, a
+ * per-request TLS handshake) adds milliseconds, far beyond that; the full
+ * run still judges the 0.3 ms target itself.
+ */
+export const QUICK_LATENCY_TOLERANCE = 1.0;
+
 export interface Check {
   readonly id: string;
   readonly name: string;
@@ -60,7 +70,7 @@ const num = (v: unknown): number | undefined => (typeof v === "number" && Number
 
 /** {@link checksOf} with {@link KNOWN_MISSES} applied (quick mode). */
 export function quickChecksOf(r: BenchResult): Check[] {
-  return checksOf(r, QUICK_TOLERANCE).map((c) => {
+  return checksOf(r, QUICK_TOLERANCE, QUICK_LATENCY_TOLERANCE).map((c) => {
     const k = KNOWN_MISSES.find((m) => m.id === c.id && m.kind === c.kind && m.name.test(c.name));
     if (k === undefined || c.pass) return c;
     const pass = c.kind === "ratio" ? c.measured >= k.ratchet : c.measured <= k.ratchet;
@@ -68,7 +78,7 @@ export function quickChecksOf(r: BenchResult): Check[] {
   });
 }
 
-export function checksOf(r: BenchResult, tolerance: number): Check[] {
+export function checksOf(r: BenchResult, tolerance: number, latencyTolerance = tolerance): Check[] {
   const out: Check[] = [];
   if (r.target !== undefined) {
     const bound = r.target * (1 - tolerance);
@@ -82,7 +92,7 @@ export function checksOf(r: BenchResult, tolerance: number): Check[] {
   const added = num(r.extra?.["targetMaxAddedMs"]);
   const addedMs = num(r.extra?.["addedMs"]);
   if (added !== undefined && addedMs !== undefined) {
-    const bound = added * (1 + tolerance);
+    const bound = added * (1 + latencyTolerance);
     out.push({ id: r.id, name: r.name, kind: "added", target: added, bound, measured: addedMs, unit: "ms", pass: addedMs <= bound });
   }
   return out;
