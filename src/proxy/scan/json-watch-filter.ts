@@ -60,6 +60,7 @@ export interface WatchFilterOptions {
 /** Same bound as a list item: a watch event is one object plus a small envelope. */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 
+import { jsonWatchErrorLine } from "../status.ts";
 import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
 
 export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
@@ -249,8 +250,7 @@ const SKIP = 2;
 
 /** The ERROR event that ends a stream the filter cannot judge. */
 function errorEvent(message: string): Buffer {
-  const status = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `shardcar: ${message}`, reason: "InternalError", code: 500 };
-  return Buffer.from(`${JSON.stringify({ type: "ERROR", object: status })}\n`);
+  return Buffer.from(jsonWatchErrorLine(500, `shardcar: ${message}`, "InternalError"));
 }
 
 function bookmarkEvent(obj: DroppedObject): Buffer {
