@@ -5,7 +5,7 @@
  */
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
-import type { OwnershipSource } from "../proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../proxy/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { FallbackPolicy } from "../proxy/server.ts";
 import { makeUpstream } from "../proxy/upstream.ts";
@@ -24,6 +24,8 @@ export interface ReplicaOptions {
   readonly logger: Logger;
   /** Bearer token the "controller" presents; the proxy must forward it unchanged. */
   readonly token?: string;
+  /** Narrow without relists (see `ShardProxyOptions.syntheticDeletes`); default: on unless the ownership is static, as the sidecar. */
+  readonly syntheticDeletes?: boolean;
 }
 
 export interface Replica {
@@ -61,6 +63,7 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
     resources: opts.resources,
     ownership: opts.ownership,
     fallback: opts.fallback ?? "filter",
+    syntheticDeletes: opts.syntheticDeletes ?? !(opts.ownership instanceof StaticOwnership),
     logger: opts.logger.child({ replica: opts.name }),
   });
   const kc = kubeConfigFor(proxy.url, opts.token ?? `token-${opts.name}`, ca.certPem);

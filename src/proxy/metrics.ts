@@ -17,6 +17,8 @@ export class ProxyMetrics {
   readonly clientBytes: Counter<"resource" | "class">;
   readonly syntheticBookmarks: Counter<"resource">;
   readonly forcedRelists: Counter<"resource">;
+  readonly narrowedWatches: Counter<"resource">;
+  readonly syntheticDeletes: Counter<"resource">;
   readonly fallbackRefusals: Counter<"resource">;
   readonly streamErrors: Counter<"resource" | "class">;
   readonly activeWatches: Gauge<"resource">;
@@ -39,6 +41,13 @@ export class ProxyMetrics {
     this.clientBytes = new Counter({ name: "shardcar_proxy_client_bytes_total", help: "Response bytes delivered to the controller.", labelNames: ["resource", "class"], registers: r });
     this.syntheticBookmarks = new Counter({ name: "shardcar_proxy_synthetic_bookmarks_total", help: "BOOKMARK events synthesised for dropped watch events.", labelNames: ["resource"], registers: r });
     this.forcedRelists = new Counter({ name: "shardcar_proxy_forced_relists_total", help: "Watches ended with 410 Expired because the owned ranges changed.", labelNames: ["resource"], registers: r });
+    this.narrowedWatches = new Counter({
+      name: "shardcar_proxy_narrowed_watches_total",
+      help: "Watches narrowed in place when the owned ranges shrank (synthetic DELETEDs instead of a forced relist).",
+      labelNames: ["resource"],
+      registers: r,
+    });
+    this.syntheticDeletes = new Counter({ name: "shardcar_proxy_synthetic_deletes_total", help: "DELETED events synthesised for delivered objects that left the owned ranges.", labelNames: ["resource"], registers: r });
     this.fallbackRefusals = new Counter({ name: "shardcar_proxy_fallback_refusals_total", help: "Sharded lists answered 503 because the server did not filter and fallback=fail.", labelNames: ["resource"], registers: r });
     this.streamErrors = new Counter({ name: "shardcar_proxy_stream_errors_total", help: "Responses ended with an error (unparsable or truncated upstream body).", labelNames: ["resource", "class"], registers: r });
     this.activeWatches = new Gauge({ name: "shardcar_proxy_active_watches", help: "Open sharded watches.", labelNames: ["resource"], registers: r });

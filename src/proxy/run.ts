@@ -36,6 +36,8 @@ export interface ProxyConfig {
   readonly readiness?: readonly ReadinessCheck[];
   readonly bookmarkIntervalMs?: number;
   readonly relistJitterMs?: number;
+  /** See `ShardProxyOptions.syntheticDeletes` in server.ts. */
+  readonly syntheticDeletes?: boolean;
   readonly maxItemBytes?: number;
   /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
   readonly unsafeSkipWatchFilter?: boolean;
@@ -111,6 +113,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     metrics,
     ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),
     ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
+    ...(cfg.syntheticDeletes === undefined ? {} : { syntheticDeletes: cfg.syntheticDeletes }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),

@@ -13,10 +13,11 @@ import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
-import { FULL_RANGE, HashMatcher, equal, ratio, type Range } from "../shard/range.ts";
+import { FULL_RANGE, HashMatcher, difference, equal, ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
+import { lineageKey, Lineages, ListSink, WatchSink, type Lineage } from "./delivered.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
@@ -27,7 +28,11 @@ import { createJsonListFilter } from "./scan/json-list-filter.ts";
 import { createJsonWatchFilter } from "./scan/json-watch-filter.ts";
 import { createProtoListFilter } from "./scan/proto-list-filter.ts";
 import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
-import type { ListFilterStats, WatchFilterStats } from "./scan/stats.ts";
+import { createJsonListTap, createJsonWatchTap } from "./scan/json-tap.ts";
+import { createProtoListTap, createProtoWatchTap } from "./scan/proto-tap.ts";
+import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/stats.ts";
+import type { DeliveredObject } from "./scan/tap.ts";
+import { syntheticDelete } from "./synthetic-delete.ts";
 import { sendStatus } from "./status.ts";
 import { watchErrorEvent } from "./watch-error.ts";
 import type { Upstream } from "./upstream.ts";
@@ -45,6 +50,13 @@ export interface ShardProxyOptions {
   readonly bookmarkIntervalMs?: number;
   /** Forced relists after a range change are spread over this window. Default 0. */
   readonly relistJitterMs?: number;
+  /**
+   * Narrow without a relist: keep an index of what each controller cache was
+   * delivered, and when the ranges only shrink, send synthetic DELETED events
+   * for the objects leaving them instead of ending the watch with 410. For
+   * ownership that changes (ring mode); static shards never narrow. Default false.
+   */
+  readonly syntheticDeletes?: boolean;
   /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
   readonly maxItemBytes?: number;
   /**
@@ -81,6 +93,9 @@ export interface ResourceStats {
   eventsDropped: number;
   syntheticBookmarks: number;
   forcedRelists: number;
+  /** Watches narrowed in place (synthetic DELETEDs instead of a relist). */
+  narrowedWatches: number;
+  syntheticDeletes: number;
   errors: number;
   lastVerdict?: "confirmed" | "inferred" | "no";
 }
@@ -94,14 +109,22 @@ interface ShardedState {
   /** The range epoch the request was rewritten under (see {@link RelistTracker}). */
   readonly epoch: number;
   readonly query: URLSearchParams;
+  readonly lineage: Lineage;
 }
 
 interface OpenWatch {
   readonly resource: string;
-  readonly epoch: number;
+  /** Range epoch of the ranges the watch enforces; moves when it is narrowed in place. */
+  epoch: number;
+  ranges: readonly Range[];
+  readonly lineage: Lineage;
+  /** Set once a 410 is scheduled for it: it will not be narrowed. */
+  doomed: boolean;
   /** The filter's live tallies, folded into {@link ShardProxy.stats} while open. */
   readonly live: WatchFilterStats;
   terminate(message: string): void;
+  /** Synthetic DELETEDs for `leaving`, then filtering with `ranges`; false when the watch cannot narrow now. */
+  narrow(ranges: readonly Range[], leaving: readonly DeliveredObject[], epoch: number): boolean;
 }
 
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "trailer"]);
@@ -135,8 +158,8 @@ export class ShardProxy {
   /** Moves only when the enforced ranges change; a new generation with the same ranges keeps it. */
   #epoch = 0;
   #ranges: readonly Range[] = [];
-  /** Per resource, the range epoch of the last complete LIST served. */
-  readonly #listEpoch = new Map<string, number>();
+  /** Per lineage (one cache's view of a resource): its list epoch and delivered index. */
+  readonly #lineages = new Lineages();
   readonly #unsubscribe: () => void;
   #closed = false;
 
@@ -220,13 +243,14 @@ export class ShardProxy {
       return;
     }
     const qs = rw.query.toString();
+    const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
     if (cls.kind === "watch" && isResumingWatch(cls.query)) {
       // A watch resumes from the resourceVersion of an earlier LIST. If the
       // ranges changed since that LIST, the controller's cache holds the old
       // shard: resuming would keep objects it no longer owns and miss the
       // ones it gained. 410 makes its reflector relist instead.
-      const listed = this.#listEpoch.get(id);
+      const listed = lineage.listEpoch;
       if (listed !== undefined && listed < this.#epoch) {
         this.#statsFor(id).forcedRelists++;
         this.#opts.metrics.forcedRelists.inc({ resource: id });
@@ -234,7 +258,7 @@ export class ShardProxy {
         return;
       }
     }
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query });
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage });
     this.#sharded.web(req, res);
   };
 
@@ -330,7 +354,7 @@ export class ShardProxy {
   #statsFor(id: string): ResourceStats {
     let s = this.#stats.get(id);
     if (s === undefined) {
-      s = { lists: 0, watches: 0, upstreamBytes: 0, clientBytes: 0, itemsKept: 0, itemsDropped: 0, eventsPassed: 0, eventsDropped: 0, syntheticBookmarks: 0, forcedRelists: 0, errors: 0 };
+      s = { lists: 0, watches: 0, upstreamBytes: 0, clientBytes: 0, itemsKept: 0, itemsDropped: 0, eventsPassed: 0, eventsDropped: 0, syntheticBookmarks: 0, forcedRelists: 0, narrowedWatches: 0, syntheticDeletes: 0, errors: 0 };
       this.#stats.set(id, s);
     }
     return s;
@@ -350,26 +374,67 @@ export class ShardProxy {
       this.#relists.begin(next.generation, this.#epoch, []);
       return;
     }
+    const prevEpoch = this.#epoch;
     this.#ranges = next.ranges;
     const epoch = ++this.#epoch;
-    // Every open sharded watch was opened with the old selector: end it with
-    // 410 Expired so the reflector relists under the new one. Its informer
+    const message = `shardcar: shard ranges changed (generation ${prev.generation} -> ${next.generation}); relist required`;
+    const open = [...this.#watches].filter((w) => w.epoch < epoch && !w.doomed);
+    const ending = this.#narrowInPlace(open, next.ranges, prevEpoch, epoch);
+    // Every other open sharded watch was opened with the old selector: end it
+    // with 410 Expired so the reflector relists under the new one. Its informer
     // replaces the store atomically, so the controller never sees an empty cache.
     const watched = new Set<string>();
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
-    for (const w of [...this.#watches]) {
-      if (w.epoch >= epoch) continue;
+    for (const w of ending) {
       watched.add(w.resource);
-      const message = `shardcar: shard ranges changed (generation ${prev.generation} -> ${next.generation}); relist required`;
+      w.doomed = true;
       const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
       if (delay === 0) w.terminate(message);
       else setTimeout(() => w.terminate(message), delay).unref();
       this.#statsFor(w.resource).forcedRelists++;
       m.forcedRelists.inc({ resource: w.resource });
     }
-    this.#opts.logger.info({ generation: next.generation, epoch, owned: ratio(next.ranges), relisting: [...watched] }, "owned ranges changed");
+    this.#opts.logger.info({ generation: next.generation, epoch, owned: ratio(next.ranges), relisting: [...watched], narrowed: open.length - ending.length }, "owned ranges changed");
     this.#relists.begin(next.generation, epoch, watched);
+  }
+
+  /**
+   * Narrows what it can of `open` without a relist; returns the watches that
+   * must end instead. A lineage narrows in place only when every one of its
+   * open watches can: the new ranges lie inside each watch's ranges, its
+   * index is complete and readable, its cache was at the previous epoch, and
+   * the type of its objects is known. Its watches then get synthetic
+   * DELETEDs for the indexed objects leaving the ranges, and filter with the
+   * new ranges from the same point in their streams.
+   */
+  #narrowInPlace(open: readonly OpenWatch[], ranges: readonly Range[], prevEpoch: number, epoch: number): OpenWatch[] {
+    if (this.#opts.syntheticDeletes !== true) return [...open];
+    const byLineage = new Map<Lineage, OpenWatch[]>();
+    for (const w of open) byLineage.set(w.lineage, [...(byLineage.get(w.lineage) ?? []), w]);
+    const ending: OpenWatch[] = [];
+    for (const [lineage, watches] of byLineage) {
+      const eligible =
+        lineage.complete &&
+        lineage.typeMeta !== undefined &&
+        lineage.listEpoch === prevEpoch &&
+        lineage.openWatches === watches.length &&
+        watches.every((w) => w.epoch === prevEpoch && difference(ranges, w.ranges).length === 0);
+      if (!eligible) {
+        ending.push(...watches);
+        continue;
+      }
+      const leaving = lineage.leaving(ranges);
+      let all = true;
+      for (const w of watches) {
+        if (w.narrow(ranges, leaving, epoch)) continue;
+        all = false;
+        ending.push(w);
+      }
+      // A watch that could not narrow relists, and its new LIST sets the epoch.
+      if (all) lineage.listEpoch = epoch;
+    }
+    return ending;
   }
 
   #onShardedResponse(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
@@ -428,7 +493,18 @@ export class ShardProxy {
       ...(this.#opts.maxItemBytes === undefined ? {} : { maxItemBytes: this.#opts.maxItemBytes }),
     };
     const filter: Transform & { readonly stats: ListFilterStats } = encoding === "json" ? createJsonListFilter(filterOpts) : createProtoListFilter(filterOpts);
-    const done = (err: Error | null | undefined): void => this.#finishList(id, st, filter.stats, err, res);
+    let sink: ListSink | undefined;
+    if (this.#opts.syntheticDeletes === true) {
+      // What the controller receives, not what upstream sent: the index is of
+      // delivered objects (fast path included).
+      sink = new ListSink(st.lineage, st.query.get("continue") ?? undefined);
+      const tap = encoding === "json" ? createJsonListTap(sink) : createProtoListTap(sink);
+      filter.on("data", (b: Buffer) => tap.write(b));
+    }
+    const done = (err: Error | null | undefined): void => {
+      this.#finishList(id, st, filter.stats, err, res);
+      if (!err) sink?.finish();
+    };
     if (this.#opts.fallback === "fail") {
       this.#serveListOrRefuse(id, proxyRes, filter, res, headers, done);
       return;
@@ -519,7 +595,7 @@ export class ShardProxy {
     m.serverFiltered.inc({ resource: id, verdict: s.serverFiltered });
     // The controller's cache is rebuilt from this list once it resumes
     // watching from it; the relist counts then (see #serveWatch).
-    if (!st.query.has("continue")) this.#listEpoch.set(id, st.epoch);
+    if (!st.query.has("continue")) st.lineage.listEpoch = st.epoch;
   }
 
   #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {
@@ -527,14 +603,22 @@ export class ShardProxy {
     const q = st.query;
     const rv = q.get("resourceVersion");
     const initialEvents = isTrue(q.get("sendInitialEvents")) || rv === null || rv === "" || rv === "0";
+    const watchList = isTrue(q.get("sendInitialEvents"));
+    const recent = this.#recentFor(id);
+    const matcherFor = (ranges: readonly Range[]): RecordingMatcher => new RecordingMatcher(this.#opts.unsafeSkipWatchFilter === true ? [FULL_RANGE] : ranges, recent);
+    // The delivery tap runs inside the filter's push, so the index already
+    // holds every event handed to the client when the ranges change.
+    const sink = this.#opts.syntheticDeletes === true ? new WatchSink(st.lineage, watchList) : undefined;
+    const tap = sink === undefined ? undefined : encoding === "json" ? createJsonWatchTap(sink) : createProtoWatchTap(sink);
     const filterOpts = {
-      matcher: new RecordingMatcher(this.#opts.unsafeSkipWatchFilter === true ? [FULL_RANGE] : st.ranges, this.#recentFor(id)),
+      matcher: matcherFor(st.ranges),
       key: st.request.resource.key,
       allowBookmarks: isTrue(q.get("allowWatchBookmarks")),
       initialEvents,
       ...(this.#opts.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: this.#opts.bookmarkIntervalMs }),
+      ...(tap === undefined ? {} : { onDeliver: (b: Buffer) => tap.write(b) }),
     };
-    const filter: Transform & { readonly stats: WatchFilterStats } =
+    const filter: NarrowableWatchFilter =
       encoding === "json"
         ? createJsonWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxEventBytes: this.#opts.maxItemBytes }) })
         : createProtoWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxFrameBytes: this.#opts.maxItemBytes }) });
@@ -543,6 +627,9 @@ export class ShardProxy {
     const watch: OpenWatch = {
       resource: id,
       epoch: st.epoch,
+      ranges: st.ranges,
+      lineage: st.lineage,
+      doomed: false,
       live: filter.stats,
       terminate: (message) => {
         if (finished) return;
@@ -550,13 +637,36 @@ export class ShardProxy {
         proxyRes.destroy();
         if (!res.writableEnded) res.end(watchErrorEvent(encoding, 410, message, "Expired"));
       },
+      narrow: (ranges, leaving, epoch) => {
+        if (finished || sink === undefined || !sink.readable) return false;
+        // The client's resume point: the newest RV it was handed, or the one it resumed from.
+        const clientRv = sink.rv ?? (isResumingWatch(q) ? (rv ?? undefined) : undefined);
+        const type = st.lineage.typeMeta;
+        if (clientRv === undefined || type === undefined) return false;
+        const events = leaving.map((o) => syntheticDelete(encoding, type, o, clientRv));
+        if (!filter.narrow(matcherFor(ranges), events)) return false;
+        watch.ranges = ranges;
+        watch.epoch = epoch;
+        const stats = this.#statsFor(id);
+        stats.narrowedWatches++;
+        stats.syntheticDeletes += events.length;
+        m.narrowedWatches.inc({ resource: id });
+        m.syntheticDeletes.inc({ resource: id }, events.length);
+        return true;
+      },
     };
     this.#watches.add(watch);
+    st.lineage.openWatches++;
     m.activeWatches.inc({ resource: id });
-    if (isTrue(q.get("sendInitialEvents"))) {
-      // A watch-list is a relist: done once its initial events are through.
-      filter.once("initial-events-end", () => this.#relists.relisted(id, st.epoch));
-    } else if (!isResumingWatch(q) || this.#listEpoch.get(id) === st.epoch) {
+    if (watchList) {
+      // A watch-list is a relist: done once its initial events are through,
+      // and the cache it built is of this epoch's ranges.
+      filter.once("initial-events-end", () => {
+        sink?.initialEventsEnded();
+        if (st.lineage.listEpoch === undefined || st.lineage.listEpoch < st.epoch) st.lineage.listEpoch = st.epoch;
+        this.#relists.relisted(id, st.epoch);
+      });
+    } else if (!isResumingWatch(q) || st.lineage.listEpoch === st.epoch) {
       // A watch from "now" with initial state, or one resuming from a list of
       // this epoch: the cache is the new shard's from here on.
       this.#relists.relisted(id, st.epoch);
@@ -567,6 +677,7 @@ export class ShardProxy {
     pipeline(proxyRes, filter, res, (err) => {
       finished = true;
       this.#watches.delete(watch);
+      st.lineage.openWatches--;
       m.activeWatches.dec({ resource: id });
       const s = filter.stats;
       const stats = this.#statsFor(id);

@@ -74,6 +74,8 @@ Flags:
   --pod-name NAME         default $POD_NAME (needed for ordinal/N and ring)
   --bookmark-interval D   minimum gap between synthetic bookmarks per watch (default 1s)
   --relist-jitter D       spread forced relists after a range change (default 0s)
+  --synthetic-deletes B   ring mode: when the owned ranges only shrink, send DELETED events
+                          for objects leaving them instead of forcing a relist (default true)
   --max-item-bytes N      largest list item or watch event accepted (default 16777216)
   --leader-election LOCK  the controller's lock (leases/<name>, configmaps/<name> or
                           endpoints/<name>), renamed to <name>-<shard identity> so each
@@ -109,6 +111,7 @@ Examples:
       "pod-name": { type: "string" },
       "bookmark-interval": { type: "string" },
       "relist-jitter": { type: "string" },
+      "synthetic-deletes": { type: "string" },
       "max-item-bytes": { type: "string" },
       "log-level": { type: "string" },
       injected: { type: "boolean" },
@@ -135,6 +138,8 @@ Examples:
     if ((values["tls-cert"] === undefined) !== (values["tls-key"] === undefined)) throw new UsageError("--tls-cert", "--tls-cert and --tls-key go together");
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
+    const syntheticFlag = values["synthetic-deletes"] ?? "true";
+    if (syntheticFlag !== "true" && syntheticFlag !== "false") throw new UsageError("--synthetic-deletes", `invalid --synthetic-deletes ${JSON.stringify(syntheticFlag)}: expected true or false`);
     const maxItemBytes = intFlag("--max-item-bytes", values["max-item-bytes"], 16 * 1024 * 1024, 1024);
     const podName = values["pod-name"] ?? io.env.POD_NAME;
 
@@ -234,6 +239,8 @@ Examples:
       ...(lock === undefined ? {} : { lock }),
       bookmarkIntervalMs,
       relistJitterMs,
+      // Static ranges never shrink: no index to keep.
+      syntheticDeletes: member !== undefined && syntheticFlag === "true",
       maxItemBytes,
     });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => r.resource) }, "proxy ready");

@@ -35,7 +35,8 @@ import {
 import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
 import type { WatchFilterStats } from "./stats.ts";
 
-export type { WatchFilterStats } from "./stats.ts";
+export type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
+import type { NarrowableWatchFilter } from "./stats.ts";
 
 export interface WatchFilterOptions {
   readonly matcher: HashMatcher;
@@ -55,6 +56,8 @@ export interface WatchFilterOptions {
   readonly maxEventBytes?: number;
   /** Nesting limit. Default 10000, as Go's encoding/json. */
   readonly maxDepth?: number;
+  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
+  readonly onDeliver?: (chunk: Buffer) => void;
 }
 
 /** Same bound as a list item: a watch event is one object plus a small envelope. */
@@ -267,9 +270,11 @@ class WatchFilterEngine implements ScanSink {
   /** Set when the upstream initial-events-end bookmark has just been passed on. */
   initialEventsEnded = false;
 
-  private readonly matcher: HashMatcher;
+  private matcher: HashMatcher;
   private readonly key: ShardKey;
-  private readonly emptyInRange: boolean;
+  private emptyInRange: boolean;
+  /** A Table event was seen: its rows carry no object a synthetic DELETED could name. */
+  private sawTable = false;
   private readonly maxEventBytes: number;
   private readonly now: () => number;
   private readonly pacer: BookmarkPacer;
@@ -317,6 +322,20 @@ class WatchFilterEngine implements ScanSink {
       maxTokenBytes: this.maxEventBytes,
       multi: true,
     });
+  }
+
+  /**
+   * Whether the matcher may change right now: between events (no judged
+   * event waits for its line's end), past any initial events, not a Table
+   * watch, not ended.
+   */
+  get canNarrow(): boolean {
+    return !this.terminated && !this.lineOpen && this.pacer.initialEventsDone && !this.sawTable;
+  }
+
+  setMatcher(matcher: HashMatcher): void {
+    this.matcher = matcher;
+    this.emptyInRange = matcher.matchesBytes(new Uint8Array(0), 0, 0);
   }
 
   write(chunk: Buffer): Buffer[] {
@@ -536,6 +555,7 @@ class WatchFilterEngine implements ScanSink {
       return;
     }
     const rv = ev.isTable ? (ev.rv ?? ev.rowRv) : ev.rv;
+    if (ev.isTable) this.sawTable = true;
     if (!this.lineOpen) {
       this.lineOpen = true;
       this.lineOut = [];
@@ -610,11 +630,20 @@ class WatchFilterEngine implements ScanSink {
 
 class JsonWatchFilter extends Transform {
   readonly #engine: WatchFilterEngine;
+  readonly #onDeliver: ((chunk: Buffer) => void) | undefined;
   #ended = false;
 
   constructor(opts: WatchFilterOptions) {
     super();
     this.#engine = new WatchFilterEngine(opts);
+    this.#onDeliver = opts.onDeliver;
+  }
+
+  narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean {
+    if (this.#ended || this.readableEnded || this.destroyed || !this.#engine.canNarrow) return false;
+    this.#engine.setMatcher(matcher);
+    this.#send([...events]);
+    return true;
   }
 
   get stats(): WatchFilterStats {
@@ -660,6 +689,7 @@ class JsonWatchFilter extends Transform {
     // Views of the input, never copies (see the list filter).
     for (const buf of coalesce(parts)) {
       this.#engine.stats.bytesOut += buf.length;
+      this.#onDeliver?.(buf);
       this.push(buf);
     }
     if (this.#engine.initialEventsEnded) {
@@ -689,6 +719,6 @@ class JsonWatchFilter extends Transform {
  *
  * One filter per stream; never reused. Never blocks; throws nothing itself.
  */
-export function createJsonWatchFilter(opts: WatchFilterOptions): Transform & { readonly stats: WatchFilterStats } {
+export function createJsonWatchFilter(opts: WatchFilterOptions): NarrowableWatchFilter {
   return new JsonWatchFilter(opts);
 }

@@ -26,7 +26,7 @@ import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
 import { EnvelopeScan, keyField, ObjectScan } from "./proto-object.ts";
 import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
-import type { WatchFilterStats } from "./stats.ts";
+import type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
 
 export interface ProtoWatchFilterOptions {
   readonly matcher: HashMatcher;
@@ -46,6 +46,8 @@ export interface ProtoWatchFilterOptions {
   readonly now?: () => number;
   /** Largest frame accepted. Default 16 MiB. */
   readonly maxFrameBytes?: number;
+  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
+  readonly onDeliver?: (chunk: Buffer) => void;
 }
 
 /**
@@ -107,8 +109,9 @@ class TypeMetaCache {
 class ProtoWatchFilter extends Transform {
   readonly stats: WatchFilterStats = { events: 0, passed: 0, dropped: 0, syntheticBookmarks: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
 
-  private readonly matcher: HashMatcher;
+  private matcher: HashMatcher;
   private readonly keyField: number;
+  private readonly onDeliver: ((chunk: Buffer) => void) | undefined;
   private readonly allowBookmarks: boolean;
   private readonly now: () => number;
   private readonly maxFrameBytes: number;
@@ -134,6 +137,7 @@ class ProtoWatchFilter extends Transform {
   constructor(opts: ProtoWatchFilterOptions) {
     super();
     this.matcher = opts.matcher;
+    this.onDeliver = opts.onDeliver;
     this.keyField = keyField(opts.key);
     this.allowBookmarks = opts.allowBookmarks;
     this.now = opts.now ?? Date.now;
@@ -195,8 +199,17 @@ class ProtoWatchFilter extends Transform {
     this.push(null);
   }
 
+  /** See {@link NarrowableWatchFilter.narrow}; between chunks every judged frame has been sent. */
+  narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean {
+    if (this.dead || this.readableEnded || this.destroyed || !this.pacer.initialEventsDone) return false;
+    this.matcher = matcher;
+    for (const e of events) this.send(e);
+    return true;
+  }
+
   private send(b: Buffer): void {
     this.stats.bytesOut += b.length;
+    this.onDeliver?.(b);
     this.push(b);
   }
 
@@ -379,6 +392,6 @@ class ProtoWatchFilter extends Transform {
  * `k8s.io/initial-events-end` bookmark has been pushed, when `initialEvents`
  * is set. `stats` is updated in place. Single use.
  */
-export function createProtoWatchFilter(opts: ProtoWatchFilterOptions): Transform & { readonly stats: WatchFilterStats } {
+export function createProtoWatchFilter(opts: ProtoWatchFilterOptions): NarrowableWatchFilter {
   return new ProtoWatchFilter(opts);
 }

@@ -1,3 +1,5 @@
+import type { Transform } from "node:stream";
+import type { HashMatcher } from "../../shard/range.ts";
 /**
  * What a list or watch filter saw, shared by the JSON and protobuf scanners so
  * the proxy counts both encodings the same way. The filters update these
@@ -39,6 +41,18 @@ export interface WatchFilterStats {
   bytesOut: number;
   /** ERROR events the filter itself wrote (each one ends the stream). */
   errors: number;
+}
+
+/** What both watch filters offer the proxy. */
+export interface NarrowableWatchFilter extends Transform {
+  readonly stats: WatchFilterStats;
+  /**
+   * From now on judge events with `matcher`, after pushing `events` (whole,
+   * encoded events, e.g. synthetic DELETEDs) through the delivery path.
+   * Refuses (false, nothing done) unless the stream sits between events past
+   * its initial events, so nothing the old matcher passed can follow them.
+   */
+  narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean;
 }
 
 /**

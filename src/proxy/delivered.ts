@@ -1,0 +1,233 @@
+/**
+ * What each controller cache holds, as far as the proxy delivered it: the
+ * index behind narrowing without a relist (docs/rings.md, "Narrowing without
+ * a relist").
+ *
+ * A *lineage* is one cache's view of a resource: the same path (resource and
+ * namespace), label and field selectors, and `as=` transform. Lists and
+ * watches of a lineage feed its index through taps on their output. The
+ * index only has to be a superset of every cache of the lineage: a synthetic
+ * DELETED for an object a cache does not hold is a no-op for an informer,
+ * while a missing one would leave an object of another shard in a cache. So
+ * entries are added freely, removed only by a delivered DELETED or by a
+ * sweep after a complete snapshot (an unpaginated LIST, the last page of a
+ * paginated one, or a watch-list's initial events), and an index is trusted
+ * (`complete`) only once such a snapshot went through this proxy.
+ */
+import { HashMatcher, type Range } from "../shard/range.ts";
+import type { ShardKey } from "../shard/selector.ts";
+import type { DeliveredObject, TapSink } from "./scan/tap.ts";
+import type { TypeMeta } from "./synthetic-delete.ts";
+
+interface Entry extends DeliveredObject {
+  /** The lineage clock when the entry was last delivered. */
+  stamp: number;
+}
+
+/** An index idle this long (no open watch, no request) is dropped; its lineage relists on the next narrowing. */
+export const IDLE_INDEX_MS = 10 * 60 * 1000;
+/** Lineages remembered at most; the least recently used without an open watch go first. */
+export const MAX_LINEAGES = 1024;
+
+export class Lineage {
+  readonly key: string;
+  readonly shardKey: ShardKey;
+  /** Range epoch the lineage's cache was last rebuilt or narrowed under (see ShardProxy). */
+  listEpoch: number | undefined;
+  /** The index holds at least what any cache of this lineage holds. */
+  complete = false;
+  typeMeta: TypeMeta | undefined;
+  openWatches = 0;
+  lastUsed: number;
+  readonly #objects = new Map<string, Entry>();
+  #clock = 0;
+  /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
+  #chain: { start: number; token: string } | undefined;
+
+  constructor(key: string, shardKey: ShardKey, now: number) {
+    this.key = key;
+    this.shardKey = shardKey;
+    this.lastUsed = now;
+  }
+
+  get size(): number {
+    return this.#objects.size;
+  }
+
+  upsert(obj: DeliveredObject): void {
+    const id = `${obj.namespace}/${obj.name}`;
+    const e = this.#objects.get(id);
+    const stamp = ++this.#clock;
+    if (e === undefined) this.#objects.set(id, { namespace: obj.namespace, name: obj.name, uid: obj.uid, stamp });
+    else {
+      e.stamp = stamp;
+      if (obj.uid !== "") (e as { uid: string }).uid = obj.uid;
+    }
+  }
+
+  remove(namespace: string, name: string): void {
+    this.#objects.delete(`${namespace}/${name}`);
+  }
+
+  /** A snapshot (a full LIST or a watch-list) starts; returns its start stamp. */
+  beginSnapshot(): number {
+    return ++this.#clock;
+  }
+
+  /**
+   * The snapshot begun at `start` is complete: whatever was not delivered
+   * since is gone from every cache rebuilt from it.
+   */
+  completeSnapshot(start: number): void {
+    for (const [id, e] of this.#objects) if (e.stamp < start) this.#objects.delete(id);
+    this.complete = true;
+  }
+
+  /** Continues a paginated snapshot; the page answering `token` resumes it. */
+  chain(start: number, token: string): void {
+    this.#chain = { start, token };
+  }
+
+  /** The start of the paginated snapshot whose next page is `token`, if it is the one in progress. */
+  chainStart(token: string): number | undefined {
+    return this.#chain?.token === token ? this.#chain.start : undefined;
+  }
+
+  /** Forgets the index: the caches may hold what it never saw. */
+  drop(): void {
+    this.#objects.clear();
+    this.complete = false;
+    this.#chain = undefined;
+  }
+
+  /** Indexed objects whose shard key is outside `ranges`, in no particular order. */
+  leaving(ranges: readonly Range[]): DeliveredObject[] {
+    const m = new HashMatcher(ranges);
+    const out: DeliveredObject[] = [];
+    for (const e of this.#objects.values()) if (!m.matchesString(this.shardKey === "uid" ? e.uid : e.namespace)) out.push(e);
+    return out;
+  }
+}
+
+/** Feeds a lineage from one LIST response; see {@link Lineage}. */
+export class ListSink implements TapSink {
+  readonly #lineage: Lineage;
+  readonly #start: number | undefined;
+  #token: string | undefined;
+  #unreadable = false;
+
+  /** `continueToken`: the request's `continue` parameter, when it asks for a later page. */
+  constructor(lineage: Lineage, continueToken: string | undefined) {
+    this.#lineage = lineage;
+    this.#start = continueToken === undefined ? lineage.beginSnapshot() : lineage.chainStart(continueToken);
+  }
+  upsert(obj: DeliveredObject): void {
+    if (!this.#unreadable) this.#lineage.upsert(obj);
+  }
+  remove(): void {}
+  typeMeta(apiVersion: string, kind: string): void {
+    this.#lineage.typeMeta = { apiVersion, kind };
+  }
+  resourceVersion(): void {}
+  continueToken(token: string): void {
+    this.#token = token;
+  }
+  unreadable(): void {
+    this.#unreadable = true;
+    this.#lineage.drop();
+  }
+  /** The response was delivered whole. */
+  finish(): void {
+    if (this.#unreadable || this.#start === undefined) return;
+    if (this.#token !== undefined) this.#lineage.chain(this.#start, this.#token);
+    else this.#lineage.completeSnapshot(this.#start);
+  }
+}
+
+/** Feeds a lineage from one WATCH stream, and remembers the client's resourceVersion. */
+export class WatchSink implements TapSink {
+  readonly lineage: Lineage;
+  /** The newest resourceVersion delivered on this stream, if any. */
+  rv: string | undefined;
+  #unreadable = false;
+  readonly #snapshot: number | undefined;
+
+  /** `snapshot`: a watch-list, whose initial events rebuild the cache. */
+  constructor(lineage: Lineage, snapshot: boolean) {
+    this.lineage = lineage;
+    this.#snapshot = snapshot ? lineage.beginSnapshot() : undefined;
+  }
+  get readable(): boolean {
+    return !this.#unreadable;
+  }
+  upsert(obj: DeliveredObject): void {
+    if (!this.#unreadable) this.lineage.upsert(obj);
+  }
+  remove(namespace: string, name: string): void {
+    if (!this.#unreadable) this.lineage.remove(namespace, name);
+  }
+  typeMeta(apiVersion: string, kind: string): void {
+    this.lineage.typeMeta = { apiVersion, kind };
+  }
+  resourceVersion(rv: string): void {
+    this.rv = rv;
+  }
+  continueToken(): void {}
+  unreadable(): void {
+    this.#unreadable = true;
+    this.lineage.drop();
+  }
+  /** The watch-list's initial events are through. */
+  initialEventsEnded(): void {
+    if (this.#snapshot !== undefined && !this.#unreadable) this.lineage.completeSnapshot(this.#snapshot);
+  }
+}
+
+/** Every lineage the proxy has seen, bounded (see {@link MAX_LINEAGES}, {@link IDLE_INDEX_MS}). */
+export class Lineages {
+  readonly #byKey = new Map<string, Lineage>();
+  readonly #now: () => number;
+  #lastPrune = 0;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  get(key: string, shardKey: ShardKey): Lineage {
+    const now = this.#now();
+    if (now - this.#lastPrune > 60_000) this.prune(now);
+    let l = this.#byKey.get(key);
+    if (l === undefined) {
+      l = new Lineage(key, shardKey, now);
+      this.#byKey.set(key, l);
+      if (this.#byKey.size > MAX_LINEAGES) this.#evict();
+    }
+    l.lastUsed = now;
+    return l;
+  }
+
+  /** Drops the indexes of lineages idle for {@link IDLE_INDEX_MS}. */
+  prune(now: number): void {
+    this.#lastPrune = now;
+    for (const l of this.#byKey.values()) if (l.openWatches === 0 && now - l.lastUsed > IDLE_INDEX_MS && l.complete) l.drop();
+  }
+
+  #evict(): void {
+    let oldest: Lineage | undefined;
+    for (const l of this.#byKey.values()) if (l.openWatches === 0 && (oldest === undefined || l.lastUsed < oldest.lastUsed)) oldest = l;
+    if (oldest !== undefined) this.#byKey.delete(oldest.key);
+  }
+
+  /** Indexed objects over all lineages, for metrics. */
+  indexed(): number {
+    let n = 0;
+    for (const l of this.#byKey.values()) n += l.size;
+    return n;
+  }
+}
+
+/** The lineage key of a sharded request: its path, its selectors and its `as=` transform. */
+export function lineageKey(path: string, query: URLSearchParams, accept: string | undefined): string {
+  const as = /;\s*as=([^;,\s]+)/i.exec(accept ?? "")?.[1] ?? "";
+  return JSON.stringify([path, query.get("labelSelector") ?? "", query.get("fieldSelector") ?? "", as]);
+}
