@@ -78,6 +78,7 @@ export interface DecodedObject {
 }
 
 interface MetaLike {
+  name?: string;
   uid?: string;
   namespace?: string;
   resourceVersion?: string;

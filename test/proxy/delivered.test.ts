@@ -1,0 +1,93 @@
+/**
+ * The delivered-object index (src/proxy/delivered.ts): when it may be
+ * trusted, what a snapshot sweeps, and which objects leave a range. The
+ * index must stay a superset of every cache of its lineage.
+ */
+import t from "tap";
+import { IDLE_INDEX_MS, Lineage, Lineages, lineageKey, ListSink, WatchSink } from "../../src/proxy/delivered.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";
+
+const pod = (name: string, namespace = "ns", uid = `uid-${name}`) => ({ name, namespace, uid });
+
+t.test("a lineage is trusted only after a complete snapshot, which sweeps what it did not deliver", async (t) => {
+  const l = new Lineage("k", "uid", 0);
+  l.upsert(pod("old"));
+  t.notOk(l.complete, "objects delivered before any snapshot: caches may hold more");
+  const list = new ListSink(l, undefined);
+  list.upsert(pod("a"));
+  list.upsert(pod("b"));
+  // A watch of the same lineage delivers during the list: kept by the sweep.
+  const w = new WatchSink(l, false);
+  w.upsert(pod("c"));
+  list.finish();
+  t.ok(l.complete, "an unpaginated LIST completes a snapshot");
+  t.same(l.leaving([]).map((o) => o.name).sort(), ["a", "b", "c"], "the sweep dropped only what neither the list nor a later event delivered");
+  w.remove("ns", "a");
+  t.same(l.leaving([]).map((o) => o.name).sort(), ["b", "c"], "a delivered DELETED removes");
+});
+
+t.test("paginated lists: the snapshot completes with the last page of the same chain", async (t) => {
+  const l = new Lineage("k", "uid", 0);
+  l.upsert(pod("stale"));
+  const p1 = new ListSink(l, undefined);
+  p1.upsert(pod("a"));
+  p1.continueToken("t1");
+  p1.finish();
+  t.notOk(l.complete, "a first page alone is not a snapshot");
+  const stray = new ListSink(l, "someone-else");
+  stray.upsert(pod("x"));
+  stray.finish();
+  t.notOk(l.complete, "a page of an unknown chain completes nothing");
+  const p2 = new ListSink(l, "t1");
+  p2.upsert(pod("b"));
+  p2.finish();
+  t.ok(l.complete, "the last page completes the chain's snapshot");
+  t.same(l.leaving([]).map((o) => o.name).sort(), ["a", "b", "x"], "swept from the first page's start");
+});
+
+t.test("a watch-list is a snapshot; an unreadable stream makes the index untrusted", async (t) => {
+  const l = new Lineage("k", "uid", 0);
+  l.upsert(pod("stale"));
+  const w = new WatchSink(l, true);
+  w.upsert(pod("a"));
+  w.initialEventsEnded();
+  t.ok(l.complete);
+  t.same(l.leaving([]).map((o) => o.name), ["a"]);
+  w.unreadable();
+  t.notOk(l.complete, "dropped");
+  t.equal(l.size, 0);
+  w.upsert(pod("b"));
+  t.equal(l.size, 0, "an unreadable tap feeds nothing more");
+});
+
+t.test("leaving(): the objects whose shard key is outside the ranges, by uid or by namespace", async (t) => {
+  const byUid = new Lineage("k", "uid", 0);
+  const byNs = new Lineage("k", "namespace", 0);
+  const objs = Array.from({ length: 200 }, (_, i) => pod(`p${i}`, `ns${i % 7}`, `uid-${i}`));
+  for (const o of objs) {
+    byUid.upsert(o);
+    byNs.upsert(o);
+  }
+  const r = [shardRange(1, 3)];
+  t.same(byUid.leaving(r).map((o) => o.name).sort(), objs.filter((o) => !contains(r, fnv1a64(o.uid))).map((o) => o.name).sort());
+  t.same(byNs.leaving(r).map((o) => o.name).sort(), objs.filter((o) => !contains(r, fnv1a64(o.namespace))).map((o) => o.name).sort());
+  t.same(byUid.leaving([FULL_RANGE]), [], "nothing leaves the whole keyspace");
+});
+
+t.test("lineage keys: path, selectors and the as= transform; idle indexes are dropped", async (t) => {
+  const q = (s: string) => new URLSearchParams(s);
+  t.equal(lineageKey("/api/v1/pods", q("watch=1&resourceVersion=5"), "application/json"), lineageKey("/api/v1/pods", q("limit=500"), undefined), "watch, RV and paging parameters do not matter");
+  t.not(lineageKey("/api/v1/pods", q("labelSelector=a%3Db"), undefined), lineageKey("/api/v1/pods", q(""), undefined), "label selectors do");
+  t.not(lineageKey("/api/v1/pods", q(""), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), lineageKey("/api/v1/pods", q(""), "application/json"), "a metadata-only informer is another cache");
+  let now = 0;
+  const ls = new Lineages(() => now);
+  const l = ls.get("a", "uid");
+  new ListSink(l, undefined).finish();
+  l.upsert(pod("x"));
+  t.ok(l.complete);
+  now = IDLE_INDEX_MS + 120_000;
+  ls.get("b", "uid");
+  t.notOk(l.complete, "idle for too long: dropped, so the next narrowing relists");
+  t.equal(ls.indexed(), 0);
+});
