@@ -42,13 +42,29 @@ export interface RingSpec {
   readonly mode: HandoffMode;
   /** How long gainers (overlap) or losers (exclusive) have to report ready before the generation is abandoned. */
   readonly handoffTimeoutMs: number;
+  /**
+   * At most this many members gain slots (and so relist) per graceful
+   * handoff; the rest of a rebalance follows in later handoffs. Slots of a
+   * member that stopped serving, and those of an empty table, are exempt.
+   */
+  readonly relistBudget: number;
 }
 
 // Long enough for a controller with tens of thousands of objects to relist
 // under a relist budget; short enough that a stuck member does not hold
 // rebalancing up for more than a minute.
 export const DEFAULT_HANDOFF_TIMEOUT_MS = 60_000;
-export const DEFAULT_SPEC: RingSpec = Object.freeze({ slotCount: DEFAULT_SLOT_COUNT, mode: HandoffMode.Overlap, handoffTimeoutMs: DEFAULT_HANDOFF_TIMEOUT_MS });
+// Two: a join (one gainer) and a leave from a ring of up to three members
+// (at most two gainers) are never split, so small rings rebalance in one
+// handoff as before; a leave from a larger ring, whose slots spread over
+// every survivor, relists two members at a time instead of all of them.
+export const DEFAULT_RELIST_BUDGET = 2;
+export const DEFAULT_SPEC: RingSpec = Object.freeze({
+  slotCount: DEFAULT_SLOT_COUNT,
+  mode: HandoffMode.Overlap,
+  handoffTimeoutMs: DEFAULT_HANDOFF_TIMEOUT_MS,
+  relistBudget: DEFAULT_RELIST_BUDGET,
+});
 
 export interface Table {
   readonly generation: number;
@@ -175,7 +191,11 @@ export function decodeSpec(spec: unknown): Decoded<RingSpec> {
   if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0 || timeout > 86_400) {
     return { ok: false, reason: Refusal.SpecInvalid, message: `spec.handoffTimeoutSeconds must be a number in (0, 86400], got ${JSON.stringify(timeout)}` };
   }
-  return { ok: true, value: { slotCount: slots, mode, handoffTimeoutMs: timeout * 1000 } };
+  const budget = spec["relistBudget"] ?? DEFAULT_SPEC.relistBudget;
+  if (typeof budget !== "number" || !Number.isSafeInteger(budget) || budget < 1) {
+    return { ok: false, reason: Refusal.SpecInvalid, message: `spec.relistBudget must be an integer of at least 1 (members that may relist at once per handoff), got ${JSON.stringify(budget)}` };
+  }
+  return { ok: true, value: { slotCount: slots, mode, handoffTimeoutMs: timeout * 1000, relistBudget: budget } };
 }
 
 function decodeTable(raw: unknown, slotCount: number, where: string): Decoded<Table> {
