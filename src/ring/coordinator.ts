@@ -476,7 +476,7 @@ class RingController {
   }
 
   #policy(spec: RingSpec): HandoffPolicy {
-    return { timeoutMs: spec.handoffTimeoutMs, backoffMs: this.#s.o.backoffMs ?? 1_000, maxBackoffMs: this.#s.o.maxBackoffMs ?? 60_000 };
+    return { timeoutMs: spec.handoffTimeoutMs, backoffMs: this.#s.o.backoffMs ?? 1_000, maxBackoffMs: this.#s.o.maxBackoffMs ?? 60_000, relistBudget: spec.relistBudget };
   }
 
   async #create(members: MemberLease[]): Promise<RingObject | undefined> {

@@ -22,7 +22,12 @@
  *   again under a fresh one, so what each member enforces is stamped with
  *   an ever-growing generation;
  * - an empty committed table is never committed again: after a rebuilt
- *   status, members hold slots that table does not know about.
+ *   status, members hold slots that table does not know about;
+ * - relist budget: a pending table gives slots to at most
+ *   `policy.relistBudget` members, unless more are needed to take over
+ *   slots nobody serves (a crashed or fenced owner, or an empty table); the
+ *   rest of a rebalance follows in later handoffs, each one the normal
+ *   two-generation handoff, so the rules above hold for every one of them.
  *
  * Pure: no clock, no timers, no I/O.
  */
@@ -60,6 +65,11 @@ export interface HandoffPolicy {
   /** First wait after an abandon; doubles per consecutive abandon. */
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
+  /**
+   * At most this many members gain slots per pending table when the slots
+   * come from a serving owner (≥ 1; see {@link withinBudget}).
+   */
+  readonly relistBudget: number;
 }
 
 /** A crashed member whose slots are not yet back with a ready owner. */
@@ -88,6 +98,11 @@ export interface RingState {
   /** Consecutive abandons at the deadline. */
   readonly failures: number;
   readonly crashes: readonly Crash[];
+  /**
+   * Members the balanced table would give slots to that the relist budget
+   * left out of the pending one (name order); empty when nothing is pending.
+   */
+  readonly deferred: readonly string[];
   readonly policy: HandoffPolicy;
 }
 
@@ -141,6 +156,7 @@ export function initialState(opts: { slotCount: number; policy: HandoffPolicy; t
     retryAt: 0,
     failures: 0,
     crashes: [],
+    deferred: [],
     policy: opts.policy,
   };
 }
@@ -170,6 +186,55 @@ function diff(from: SlotOwners, to: SlotOwners): { gains: Map<string, number[]>;
     if (a !== undefined) losses.set(a, [...(losses.get(a) ?? []), s]);
   }
   return { gains, losses };
+}
+
+/** Codepoint order, never locale order: every manager replica must choose alike. */
+function byName(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The part of the table change `from → to` that one handoff may make under
+ * a relist budget. Every member that gains a slot relists, so:
+ *
+ * - A slot whose owner in `from` is not `serving` (crashed, fenced, gone) or
+ *   that has no owner (a new ring) is *exempt*: coverage beats the budget,
+ *   and its new owner gets it now. Such a gainer relists anyway, so it also
+ *   gets the rest of its gains, and it counts against the budget.
+ * - Of the other gainers, `budget` minus the exempt ones get all their
+ *   slots, most gained slots first, ties by name; `rotate` (the count of
+ *   consecutive abandoned handoffs) shifts that order, so a gainer that
+ *   never gets ready does not hold up the others for good.
+ * - Every other slot stays with its owner in `from`, who is serving.
+ *
+ * The result differs from `from` whenever `to` does (the budget is at least
+ * one, and exempt gainers are never deferred), so every handoff makes
+ * progress; that replanning after each one ends at a balanced table is
+ * pinned by the random runs in test/ring/handoff.test.ts. `deferred` are
+ * the gainers left out, in name order.
+ */
+export function withinBudget(
+  from: SlotOwners,
+  to: SlotOwners,
+  serving: (member: string) => boolean,
+  budget: number,
+  rotate = 0,
+): { owners: (string | undefined)[]; deferred: string[] } {
+  const exempt = new Set<string>();
+  const gained = new Map<string, number>();
+  to.forEach((b, s) => {
+    const a = from[s];
+    if (b === undefined || a === b) return;
+    if (a === undefined || !serving(a)) exempt.add(b);
+    gained.set(b, (gained.get(b) ?? 0) + 1);
+  });
+  const waiting = [...gained.keys()].filter((m) => !exempt.has(m)).sort((x, y) => (gained.get(y) ?? 0) - (gained.get(x) ?? 0) || byName(x, y));
+  const shift = waiting.length === 0 ? 0 : rotate % waiting.length;
+  const order = [...waiting.slice(shift), ...waiting.slice(0, shift)];
+  const room = Math.max(0, Math.max(1, budget) - exempt.size);
+  const chosen = new Set([...exempt, ...order.slice(0, room)]);
+  const owners = to.map((b, s) => (b === undefined || chosen.has(b) ? b : from[s]));
+  return { owners, deferred: order.slice(room).sort(byName) };
 }
 
 interface Draft {
@@ -274,7 +339,7 @@ function commit(d: Draft, p: PendingTable, now: number, gains: Map<string, numbe
   } else {
     for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
   }
-  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, phase: Phase.Stable };
+  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, deferred: [], phase: Phase.Stable };
 }
 
 function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "member-lost", gains: Map<string, number[]>, losses: Map<string, number[]>): void {
@@ -296,9 +361,9 @@ function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "m
     : { ...d.s, pending: undefined };
   if (reason === "deadline") {
     const wait = Math.min(d.s.policy.maxBackoffMs, d.s.policy.backoffMs * 2 ** d.s.failures);
-    d.s = { ...back, failures: d.s.failures + 1, retryAt: now + wait, phase: Phase.Backoff };
+    d.s = { ...back, failures: d.s.failures + 1, retryAt: now + wait, deferred: [], phase: Phase.Backoff };
   } else {
-    d.s = { ...back, phase: Phase.Stable };
+    d.s = { ...back, deferred: [], phase: Phase.Stable };
   }
 }
 
@@ -325,6 +390,11 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
     d.s = { ...d.s, phase: Phase.Backoff };
     return;
   }
+  // The relist budget: a rebalance that would have more members relist at
+  // once than the ring allows goes in several handoffs. Computed from the
+  // committed table (and the abandon count), so a new leader continues
+  // where the old one was without any state of its own.
+  const { owners: next, deferred } = withinBudget(d.s.committed.owners, desired, (n) => isServing(stateOf(n)), d.s.policy.relistBudget, d.s.failures);
   const phase = mode === HandoffMode.Exclusive ? PendingPhase.Narrowing : PendingPhase.Widening;
   // Two generations per handoff: g+1 names the intermediate step (held ∪
   // new, or held ∩ new) that gainers or losers acknowledge, g+2 the new
@@ -333,15 +403,15 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   // previous leader published and never persisted.
   const floor = Math.max(d.s.lastGeneration, ...d.s.members.map((m) => m.applied));
   const generation = floor + 2;
-  const pending: PendingTable = { generation, owners: desired, phase, startedAt: now, deadline: now + d.s.policy.timeoutMs };
+  const pending: PendingTable = { generation, owners: next, phase, startedAt: now, deadline: now + d.s.policy.timeoutMs };
   d.fx.push({ type: "publish", generation, phase, deadline: pending.deadline });
-  const { gains, losses } = diff(d.s.committed.owners, desired);
+  const { gains, losses } = diff(d.s.committed.owners, next);
   if (phase === PendingPhase.Widening) {
     for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
   } else {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
   }
-  d.s = { ...d.s, pending, lastGeneration: generation, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing };
+  d.s = { ...d.s, pending, lastGeneration: generation, deferred, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing };
 }
 
 function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
