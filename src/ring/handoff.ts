@@ -392,8 +392,8 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   }
   // The relist budget: a rebalance that would have more members relist at
   // once than the ring allows goes in several handoffs. Computed from the
-  // committed table (and the abandon count), so a new leader continues
-  // where the old one was without any state of its own.
+  // committed table, so a new leader continues where the old one was (only
+  // the rotation after abandons, the leader's memory, starts over).
   const { owners: next, deferred } = withinBudget(d.s.committed.owners, desired, (n) => isServing(stateOf(n)), d.s.policy.relistBudget, d.s.failures);
   const phase = mode === HandoffMode.Exclusive ? PendingPhase.Narrowing : PendingPhase.Widening;
   // Two generations per handoff: g+1 names the intermediate step (held ∪
