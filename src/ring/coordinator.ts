@@ -458,7 +458,7 @@ class RingController {
           queue.push(...next.effects);
         }
       } else {
-        this.#record(e, now);
+        this.#record(e, now, state);
       }
     }
     this.#state = state;
@@ -529,11 +529,11 @@ class RingController {
     void this.#s.events.warn(obj, reason, message, now);
   }
 
-  #record(e: Effect, now: number): void {
+  #record(e: Effect, now: number, state: RingState): void {
     const labels = { namespace: this.#ns, ring: this.#name };
     switch (e.type) {
       case "publish":
-        this.#log.info({ generation: e.generation, phase: e.phase }, "published pending generation");
+        this.#log.info({ generation: e.generation, phase: e.phase, deferred: state.deferred.length }, "published pending generation");
         break;
       case "commit":
         this.#log.info({ generation: e.generation, ms: e.durationMs }, "committed generation");
@@ -609,6 +609,7 @@ class RingController {
     m.overlap.set(labels, c.overlapRatio);
     m.members.set(labels, observations.filter((o) => o.state >= MemberState.Leaving).length);
     m.generation.set(labels, state.committed.generation);
+    m.deferred.set(labels, state.deferred.length);
   }
 
   async #writeStatus(obj: RingObject, state: RingState | undefined): Promise<void> {

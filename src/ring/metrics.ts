@@ -31,6 +31,7 @@ export interface CoordinatorMetrics {
   readonly overlap: Gauge<Labels>;
   readonly members: Gauge<Labels>;
   readonly generation: Gauge<Labels>;
+  readonly deferred: Gauge<Labels>;
   readonly handoff: Histogram<Labels | "outcome">;
   readonly crashUncovered: Histogram<Labels>;
   readonly fences: Counter<Labels>;
@@ -46,6 +47,7 @@ export function coordinatorMetrics(registry: Registry): CoordinatorMetrics {
     overlap: gauge(registry, "shardcar_ring_overlap_ratio", "Share of the keyspace delivered by more than one member (an overlap handoff in flight).", ring),
     members: gauge(registry, "shardcar_ring_members", "Members whose Lease is live (ready or leaving).", ring),
     generation: gauge(registry, "shardcar_ring_generation", "Committed table generation.", ring),
+    deferred: gauge(registry, "shardcar_ring_relist_budget_deferred_members", "Members due to gain slots that the ring's relist budget left out of the pending handoff; they follow in a later one.", ring),
     handoff: histogram(registry, "shardcar_ring_handoff_duration_seconds", "From publishing a pending generation to committing or abandoning it.", [...ring, "outcome"], SECONDS_BUCKETS),
     crashUncovered: histogram(registry, "shardcar_ring_crash_uncovered_seconds", "Per crashed member: from its last renewal until all its slots had a ready owner again. _sum is the total uncovered time caused by crashes.", ring, SECONDS_BUCKETS),
     fences: counter(registry, "shardcar_ring_fences_total", "Member Leases the leader took over.", ring),
