@@ -65,16 +65,6 @@ export interface Check {
  * fix lands: the target itself applies again.
  */
 export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: RegExp; readonly kind: Check["kind"]; readonly ratchet: number; readonly reason: string }> = [
-  {
-    id: "P7",
-    name: /LIST requests for pods during the handoff$/,
-    kind: "max",
-    // Quick: 2 → 3 members, measured 3 (each member relists once); one
-    // extra relist (a watch resuming across a range change gets 410) is
-    // allowed as noise.
-    ratchet: 4,
-    reason: "members that only lose slots relist instead of sending synthetic DELETEDs",
-  },
 ];
 
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);

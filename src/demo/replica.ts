@@ -26,6 +26,8 @@ export interface ReplicaOptions {
   readonly token?: string;
   /** Narrow without relists (see `ShardProxyOptions.syntheticDeletes`); default: on unless the ownership is static, as the sidecar. */
   readonly syntheticDeletes?: boolean;
+  /** See `ShardProxyOptions.waitForRangesMs`; default: 30 s unless the ownership is static, as the sidecar. */
+  readonly waitForRangesMs?: number;
 }
 
 export interface Replica {
@@ -55,6 +57,7 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
   // refuses plain HTTP unless verification is off, and it must stay on.
   const ca = await createLocalCa(`shardcar-demo-${opts.name}`, new Date(), 24 * 3600_000);
   const tls = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now: new Date(), validityMs: 24 * 3600_000 });
+  const waitForRangesMs = opts.waitForRangesMs ?? (opts.ownership instanceof StaticOwnership ? 0 : 30_000);
   const proxy = await startProxy({
     listen: { host: "127.0.0.1", port: 0 },
     tls,
@@ -64,6 +67,7 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
     ownership: opts.ownership,
     fallback: opts.fallback ?? "filter",
     syntheticDeletes: opts.syntheticDeletes ?? !(opts.ownership instanceof StaticOwnership),
+    waitForRangesMs,
     logger: opts.logger.child({ replica: opts.name }),
   });
   const kc = kubeConfigFor(proxy.url, opts.token ?? `token-${opts.name}`, ca.certPem);
@@ -80,7 +84,11 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
       if (!stopped) informer.start().catch(() => undefined);
     }, 500).unref();
   });
-  await informer.start();
+  const starting = informer.start();
+  // A proxy waiting for the ring's first ranges holds the informer's LIST
+  // until the member, started after this, has joined: do not wait for it.
+  if (waitForRangesMs > 0 && opts.ownership.current().generation === 0) starting.catch(() => undefined);
+  else await starting;
   let done: Promise<void> | undefined;
   return {
     name: opts.name,

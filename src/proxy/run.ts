@@ -38,6 +38,8 @@ export interface ProxyConfig {
   readonly relistJitterMs?: number;
   /** See `ShardProxyOptions.syntheticDeletes` in server.ts. */
   readonly syntheticDeletes?: boolean;
+  /** See `ShardProxyOptions.waitForRangesMs` in server.ts. */
+  readonly waitForRangesMs?: number;
   readonly maxItemBytes?: number;
   /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
   readonly unsafeSkipWatchFilter?: boolean;
@@ -114,6 +116,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),
     ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
     ...(cfg.syntheticDeletes === undefined ? {} : { syntheticDeletes: cfg.syntheticDeletes }),
+    ...(cfg.waitForRangesMs === undefined ? {} : { waitForRangesMs: cfg.waitForRangesMs }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),

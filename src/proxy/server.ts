@@ -57,6 +57,14 @@ export interface ShardProxyOptions {
    * ownership that changes (ring mode); static shards never narrow. Default false.
    */
   readonly syntheticDeletes?: boolean;
+  /**
+   * While the ownership has never had a generation (a ring member that has
+   * not been given its slots yet), hold sharded requests up to this long
+   * instead of answering them for an empty shard. The controller's first
+   * LIST is then its real one, not an empty list followed by a relist (P7).
+   * Default 0 (serve at once).
+   */
+  readonly waitForRangesMs?: number;
   /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
   readonly maxItemBytes?: number;
   /**
@@ -162,6 +170,14 @@ export class ShardProxy {
   readonly #lineages = new Lineages();
   readonly #unsubscribe: () => void;
   #closed = false;
+  /** Sharded requests waiting for the first ranges (see `waitForRangesMs`), by resource. */
+  #held: Array<{ readonly resource: string; readonly release: () => void }> | undefined;
+  /**
+   * Resources whose held requests were released into the first ranges: the
+   * generation waits for them, and a completed LIST counts (a held LIST may
+   * be a one-off with no watch to follow it).
+   */
+  readonly #heldOwed = new Set<string>();
 
   constructor(opts: ShardProxyOptions) {
     this.#opts = opts;
@@ -191,6 +207,11 @@ export class ShardProxy {
       opts.logger.info({ generation: g }, "every watched resource relisted under the new ranges");
       opts.ownership.markApplied?.(g);
     });
+    const waitMs = opts.waitForRangesMs ?? 0;
+    if (waitMs > 0 && opts.ownership.current().generation === 0) {
+      this.#held = [];
+      setTimeout(() => this.#releaseHeld("waited long enough"), waitMs).unref();
+    }
     this.#onOwnership(opts.ownership.current(), undefined);
     this.#unsubscribe = opts.ownership.subscribe((next, prev) => this.#onOwnership(next, prev));
   }
@@ -227,6 +248,16 @@ export class ShardProxy {
       return;
     }
     const id = resourceId(cls.resource);
+    if (this.#held !== undefined) {
+      const held = this.#held;
+      const entry = { resource: id, release: () => this.handle(req, res) };
+      held.push(entry);
+      res.on("close", () => {
+        const i = held.indexOf(entry);
+        if (i >= 0) held.splice(i, 1);
+      });
+      return;
+    }
     const stats = this.#statsFor(id);
     this.#opts.metrics.requests.inc({ class: cls.kind, resource: id });
     if (cls.kind === "list") stats.lists++;
@@ -273,6 +304,7 @@ export class ShardProxy {
     this.#closed = true;
     this.#unsubscribe();
     for (const w of [...this.#watches]) w.terminate("shardcar: proxy shutting down");
+    this.#releaseHeld("proxy shutting down");
     this.#passthrough.close();
     this.#sharded.close();
     this.#locks.close();
@@ -360,6 +392,15 @@ export class ShardProxy {
     return s;
   }
 
+  /** Serves the requests held for the first ranges, under whatever ranges hold now. */
+  #releaseHeld(why: string): void {
+    const held = this.#held;
+    if (held === undefined) return;
+    this.#held = undefined;
+    if (held.length > 0) this.#opts.logger.info({ requests: held.length, why }, "serving the requests held for the first ranges");
+    for (const h of held) h.release();
+  }
+
   #onOwnership(next: Ownership, prev: Ownership | undefined): void {
     const m = this.#opts.metrics;
     m.ownedRatio.set(ratio(next.ranges));
@@ -368,10 +409,28 @@ export class ShardProxy {
       this.#ranges = next.ranges;
       return;
     }
+    // Held requests are served under the first non-empty ranges, and that
+    // generation is applied only once they listed. Not under an empty first
+    // table: the informer would list nothing and might be between its LIST
+    // and its WATCH, with nothing open to end, when its ranges arrive.
+    const first = next.generation !== 0 && next.ranges.length > 0;
+    const held = first && this.#held !== undefined ? this.#held.map((h) => h.resource) : [];
+    // Only the first generation's held requests count this way.
+    this.#heldOwed.clear();
+    for (const r of held) this.#heldOwed.add(r);
+    try {
+      this.#changeRanges(next, prev, held);
+    } finally {
+      if (first) this.#releaseHeld(`generation ${next.generation}`);
+    }
+  }
+
+  #changeRanges(next: Ownership, prev: Ownership, held: readonly string[]): void {
+    const m = this.#opts.metrics;
     if (equal(next.ranges, this.#ranges)) {
       // Same ranges under a new generation (the ring moved elsewhere, or an
       // abandon re-committed ours): nothing to relist.
-      this.#relists.begin(next.generation, this.#epoch, []);
+      this.#relists.begin(next.generation, this.#epoch, held);
       return;
     }
     const prevEpoch = this.#epoch;
@@ -383,7 +442,7 @@ export class ShardProxy {
     // Every other open sharded watch was opened with the old selector: end it
     // with 410 Expired so the reflector relists under the new one. Its informer
     // replaces the store atomically, so the controller never sees an empty cache.
-    const watched = new Set<string>();
+    const watched = new Set<string>(held);
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
     for (const w of ending) {
@@ -414,13 +473,19 @@ export class ShardProxy {
     for (const w of open) byLineage.set(w.lineage, [...(byLineage.get(w.lineage) ?? []), w]);
     const ending: OpenWatch[] = [];
     for (const [lineage, watches] of byLineage) {
-      const eligible =
-        lineage.complete &&
-        lineage.typeMeta !== undefined &&
-        lineage.listEpoch === prevEpoch &&
-        lineage.openWatches === watches.length &&
-        watches.every((w) => w.epoch === prevEpoch && difference(ranges, w.ranges).length === 0);
-      if (!eligible) {
+      const why = !lineage.complete
+        ? "no complete snapshot went through this proxy"
+        : lineage.typeMeta === undefined
+          ? "the type of its objects is unknown"
+          : lineage.listEpoch !== prevEpoch
+            ? "its cache is not of the previous ranges"
+            : lineage.openWatches !== watches.length
+              ? "another of its watches is ending"
+              : watches.some((w) => w.epoch !== prevEpoch || difference(ranges, w.ranges).length > 0)
+                ? "the ranges grow"
+                : undefined;
+      if (why !== undefined) {
+        this.#opts.logger.debug({ lineage: lineage.key, watches: watches.length, why }, "relisting instead of narrowing in place");
         ending.push(...watches);
         continue;
       }
@@ -595,7 +660,10 @@ export class ShardProxy {
     m.serverFiltered.inc({ resource: id, verdict: s.serverFiltered });
     // The controller's cache is rebuilt from this list once it resumes
     // watching from it; the relist counts then (see #serveWatch).
-    if (!st.query.has("continue")) st.lineage.listEpoch = st.epoch;
+    if (!st.query.has("continue")) {
+      st.lineage.listEpoch = st.epoch;
+      if (this.#heldOwed.delete(id)) this.#relists.relisted(id, st.epoch);
+    }
   }
 
   #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {

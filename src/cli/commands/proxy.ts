@@ -76,6 +76,9 @@ Flags:
   --relist-jitter D       spread forced relists after a range change (default 0s)
   --synthetic-deletes B   ring mode: when the owned ranges only shrink, send DELETED events
                           for objects leaving them instead of forcing a relist (default true)
+  --wait-for-ranges D     ring mode: hold the controller's sharded requests until the ring
+                          gives this member its first ranges, at most D (default 30s; 0 serves
+                          at once, for an empty shard, and relists when the ranges come)
   --max-item-bytes N      largest list item or watch event accepted (default 16777216)
   --leader-election LOCK  the controller's lock (leases/<name>, configmaps/<name> or
                           endpoints/<name>), renamed to <name>-<shard identity> so each
@@ -112,6 +115,7 @@ Examples:
       "bookmark-interval": { type: "string" },
       "relist-jitter": { type: "string" },
       "synthetic-deletes": { type: "string" },
+      "wait-for-ranges": { type: "string" },
       "max-item-bytes": { type: "string" },
       "log-level": { type: "string" },
       injected: { type: "boolean" },
@@ -138,6 +142,7 @@ Examples:
     if ((values["tls-cert"] === undefined) !== (values["tls-key"] === undefined)) throw new UsageError("--tls-cert", "--tls-cert and --tls-key go together");
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
+    const waitForRangesMs = durationFlag("--wait-for-ranges", values["wait-for-ranges"], 30_000);
     const syntheticFlag = values["synthetic-deletes"] ?? "true";
     if (syntheticFlag !== "true" && syntheticFlag !== "false") throw new UsageError("--synthetic-deletes", `invalid --synthetic-deletes ${JSON.stringify(syntheticFlag)}: expected true or false`);
     const maxItemBytes = intFlag("--max-item-bytes", values["max-item-bytes"], 16 * 1024 * 1024, 1024);
@@ -241,6 +246,7 @@ Examples:
       relistJitterMs,
       // Static ranges never shrink: no index to keep.
       syntheticDeletes: member !== undefined && syntheticFlag === "true",
+      waitForRangesMs: member === undefined ? 0 : waitForRangesMs,
       maxItemBytes,
     });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => r.resource) }, "proxy ready");
