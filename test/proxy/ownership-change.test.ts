@@ -113,3 +113,44 @@ t.test("a watch resuming from a LIST made under older ranges gets 410", async (t
   t.equal(r.status, 410);
   t.match(r.body, /relist required/);
 });
+
+t.test("a member without ranges yet holds sharded requests until its first non-empty ranges, and is applied once the held LIST is through", async (t) => {
+  const api = await startDevApi({ gate: "off" });
+  seedPods(api, { count: 200, namespaces: ["alpha"] });
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 20_000 });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  let answered: { status: number; body: string } | undefined;
+  void get(`${proxy.url}/api/v1/pods`).then((r) => (answered = r));
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(answered, undefined, "held: no ranges yet");
+  t.equal(api.stats.lists.get("pods") ?? 0, 0, "nothing reached the apiserver");
+  own.set({ generation: 1, ranges: [] });
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(answered, undefined, "still held under an empty first table");
+  own.set({ generation: 2, ranges: [shardRange(0, 2)] });
+  t.ok(await eventually(() => answered !== undefined, 5000), "released by the first non-empty ranges");
+  const items = (JSON.parse(answered?.body ?? "{}") as { items?: Array<{ metadata: { uid: string } }> }).items ?? [];
+  t.ok(items.length > 50 && items.length < 150, `served under those ranges (${items.length} of 200)`);
+  t.equal(api.stats.lists.get("pods"), 1, "one LIST in all");
+  t.ok(await eventually(() => own.applied.includes(2), 2000), "generation 2 applied once the held LIST completed");
+});
+
+t.test("held requests are served (for an empty shard) when the wait runs out", async (t) => {
+  const api = await startDevApi({ gate: "on" });
+  seedPods(api, { count: 50, namespaces: ["alpha"] });
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 400 });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  const t0 = Date.now();
+  const r = await get(`${proxy.url}/api/v1/pods`);
+  t.ok(Date.now() - t0 >= 350, "waited");
+  t.equal(r.status, 200);
+  t.same((JSON.parse(r.body) as { items: unknown[] }).items, [], "owning nothing, it lists nothing");
+});
