@@ -1,0 +1,179 @@
+/**
+ * The ring with real proxies and real client-node informers, shared by
+ * test/ring/proxy.test.ts (overlap) and test/ring/proxy-exclusive.test.ts:
+ * each member is a RingMember driven by the real coordinator, followed by its
+ * own shardcar proxy, with a pod informer behind that proxy (startPodReplica,
+ * as the demo runs a controller replica). Plus a sampler that snapshots the
+ * store, every cache and the members' active proxy ranges.
+ */
+import type { Test } from "tap";
+import { seedPods } from "../../src/devapi/index.ts";
+import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
+import { silentLogger } from "../../src/log.ts";
+import { equal, union, type Range } from "../../src/shard/range.ts";
+import { slotsToRanges } from "../../src/shard/table.ts";
+import { parseSlots } from "../../src/ring/table.ts";
+import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
+import { RingMember } from "../../src/ring/member.ts";
+import { cacheContents, expectedShard } from "../support/cluster.ts";
+import { NS, RingEnv, TIMINGS, until } from "./harness.ts";
+
+export const FULL_KEYSPACE: readonly Range[] = [{ start: 0n, end: 1n << 64n }];
+
+export interface RingReplica {
+  readonly member: RingMember;
+  readonly replica: Replica;
+}
+
+/** What the sampler saw at one instant (one synchronous pass: a consistent picture). */
+export interface Snapshot {
+  readonly at: number;
+  /** `ns/name@uid` of every pod in the store. */
+  readonly store: ReadonlySet<string>;
+  /** Each live replica's informer cache, as `ns/name@uid`. */
+  readonly caches: ReadonlyMap<string, ReadonlySet<string>>;
+  /** The union of the members' active proxy ranges. */
+  readonly covered: readonly Range[];
+}
+
+export interface ReplicaRingOptions {
+  /** The ShardRing's name (one devapi per run, so any name will do). */
+  readonly ring: string;
+  readonly pods: number;
+  readonly namespaces: readonly string[];
+  /** Creates the ShardRing with this handoff mode up front; otherwise the leader creates it from the members' hint (overlap). */
+  readonly handoff?: "overlap" | "exclusive";
+  /** Called for every replica once its proxy and informer run, before its member joins the ring. */
+  readonly onReplica?: (name: string, r: RingReplica) => void;
+}
+
+export class ReplicaRing {
+  readonly env: RingEnv;
+  /** The live replicas: a member that left or was killed is removed once its proxy stopped. */
+  readonly replicas = new Map<string, RingReplica>();
+  readonly #resources: readonly ShardedResource[] = parseResources("pods");
+  readonly #onReplica: ((name: string, r: RingReplica) => void) | undefined;
+  readonly #samplers = new Set<NodeJS.Timeout>();
+
+  private constructor(env: RingEnv, onReplica: ((name: string, r: RingReplica) => void) | undefined) {
+    this.env = env;
+    this.#onReplica = onReplica;
+  }
+
+  /** devapi with `pods` seeded pods and a running coordinator; stopped at `t`'s teardown. */
+  static async start(t: Test, opts: ReplicaRingOptions): Promise<ReplicaRing> {
+    const ring = new ReplicaRing(await RingEnv.start(opts.ring), opts.onReplica);
+    t.teardown(() => ring.stop());
+    if (opts.handoff !== undefined) ring.env.createRing({ handoff: opts.handoff, slots: 256 });
+    seedPods(ring.env.api, { count: opts.pods, namespaces: opts.namespaces });
+    ring.env.startCoordinator();
+    return ring;
+  }
+
+  /** A new replica joins: its proxy and informer start (owning nothing), then its member. */
+  async add(name: string): Promise<void> {
+    const member = new RingMember({ kubeConfig: this.env.kc, namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
+    const replica = await startPodReplica({ name, upstreamUrl: this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger() });
+    const r = { member, replica };
+    this.replicas.set(name, r);
+    this.#onReplica?.(name, r);
+    await member.start();
+  }
+
+  /** Scale-down: the member leaves gracefully, then its process (proxy and informer) exits. */
+  async leave(name: string): Promise<void> {
+    const leaving = this.replicas.get(name);
+    await leaving?.member.leave();
+    await leaving?.replica.stop();
+    this.replicas.delete(name);
+  }
+
+  /** SIGKILL: the member stops renewing and its proxy vanishes, with no goodbye. */
+  async kill(name: string): Promise<void> {
+    const killed = this.replicas.get(name);
+    killed?.member.halt();
+    await killed?.replica.stop();
+    this.replicas.delete(name);
+  }
+
+  /**
+   * Waits until the committed table has exactly `names`, nothing is pending,
+   * and every one of them enforces exactly its committed slots under the
+   * committed generation. (Their informers may still be relisting.)
+   */
+  async settled(names: readonly string[], timeoutMs = 15_000): Promise<void> {
+    await until(
+      `members [${names.join(",")}] with exact caches`,
+      () => {
+        const st = this.env.ringStatus();
+        if (st?.committed === undefined || st.pending !== undefined) return false;
+        if (st.committed.members.map((m) => m.name).sort().join(",") !== [...names].sort().join(",")) return false;
+        const slotCount = st.slotCount ?? 256;
+        return names.every((n) => {
+          const entry = st.committed?.members.find((m) => m.name === n);
+          const slots = entry === undefined ? undefined : parseSlots(entry.slots, slotCount);
+          const cur = this.replicas.get(n)?.member.current();
+          return slots?.ok === true && cur !== undefined && cur.generation === st.committed?.generation && equal(cur.ranges, slotsToRanges(slots.value, slotCount));
+        });
+      },
+      timeoutMs,
+    );
+  }
+
+  /** Pod LISTs devapi has served so far (every informer's relists, through its proxy). */
+  podLists(): number {
+    return this.env.api.stats.lists.get("pods") ?? 0;
+  }
+
+  /** The union of the live members' active proxy ranges. */
+  covered(): Range[] {
+    let all: Range[] = [];
+    for (const { member } of this.replicas.values()) all = union(all, member.current().ranges);
+    return all;
+  }
+
+  snapshot(): Snapshot {
+    const store = new Set(this.env.api.store.list({ group: "", version: "v1", resource: "pods" }).map((o) => `${o.metadata?.namespace}/${o.metadata?.name}@${o.metadata?.uid}`));
+    const caches = new Map<string, Set<string>>();
+    for (const [name, { replica }] of this.replicas) caches.set(name, cacheContents(replica));
+    return { at: Date.now(), store, caches, covered: this.covered() };
+  }
+
+  /** Calls `fn` with a snapshot every `everyMs` until the returned function is called (or the ring stops). */
+  sampleEvery(everyMs: number, fn: (s: Snapshot) => void): () => void {
+    const timer = setInterval(() => fn(this.snapshot()), everyMs);
+    this.#samplers.add(timer);
+    return () => {
+      clearInterval(timer);
+      this.#samplers.delete(timer);
+    };
+  }
+
+  /** What `name`'s cache holds outside its member's ranges, and what it lacks inside them. */
+  cacheDiff(name: string): { extra: string[]; missing: string[] } {
+    const r = this.replicas.get(name);
+    if (r === undefined) throw new Error(`no replica ${name}`);
+    const want = expectedShard(this.env.api, r.member.current().ranges, "uid");
+    const got = cacheContents(r.replica);
+    return { extra: [...got].filter((k) => !want.has(k)), missing: [...want].filter((k) => !got.has(k)) };
+  }
+
+  /** Whether every live cache holds exactly its member's ranges of the store. */
+  cachesExact(): boolean {
+    return [...this.replicas.keys()].every((n) => {
+      const d = this.cacheDiff(n);
+      return d.extra.length === 0 && d.missing.length === 0;
+    });
+  }
+
+  async stop(): Promise<void> {
+    for (const timer of this.#samplers) clearInterval(timer);
+    this.#samplers.clear();
+    for (const { member, replica } of this.replicas.values()) {
+      member.halt();
+      await replica.stop();
+    }
+    await this.env.stop();
+  }
+}
+
