@@ -6,6 +6,7 @@
  * as the demo runs a controller replica). Plus a sampler that snapshots the
  * store, every cache and the members' active proxy ranges.
  */
+import { connect, createServer, type Socket } from "node:net";
 import type { Test } from "tap";
 import { seedPods } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
@@ -70,10 +71,14 @@ export class ReplicaRing {
     return ring;
   }
 
-  /** A new replica joins: its proxy and informer start (owning nothing), then its member. */
-  async add(name: string): Promise<void> {
+  /**
+   * A new replica joins: its proxy and informer start (owning nothing), then
+   * its member. The proxy reaches devapi at `upstreamUrl` (default: directly);
+   * the member always talks to devapi directly.
+   */
+  async add(name: string, opts: { upstreamUrl?: string } = {}): Promise<void> {
     const member = new RingMember({ kubeConfig: this.env.kc, namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
-    const replica = await startPodReplica({ name, upstreamUrl: this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger() });
+    const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger() });
     const r = { member, replica };
     this.replicas.set(name, r);
     this.#onReplica?.(name, r);
@@ -177,3 +182,33 @@ export class ReplicaRing {
   }
 }
 
+/**
+ * A TCP relay to `target` that delivers everything the server sends
+ * `delayMs` late (in order): a proxy behind it sees every response, and so
+ * finishes every LIST, that much later. Closed at `t`'s teardown.
+ */
+export async function slowLink(t: Test, target: string, delayMs: number): Promise<string> {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+    }
+    const later = (f: () => void): void => void setTimeout(f, delayMs);
+    client.on("data", (b) => upstream.write(b));
+    upstream.on("data", (b) => later(() => client.destroyed || client.write(b)));
+    upstream.on("end", () => later(() => client.end()));
+    upstream.on("close", () => later(() => client.destroy()));
+    client.on("close", () => upstream.destroy());
+    for (const s of [client, upstream]) s.on("error", () => s.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const addr = server.address();
+  return `http://127.0.0.1:${typeof addr === "object" && addr !== null ? addr.port : 0}`;
+}
