@@ -110,7 +110,8 @@ export class RingMember implements OwnershipSource {
   #ownership: Ownership = EMPTY;
   /** What the tables say right now (the same as `#ownership` once published). */
   #target: Ownership = EMPTY;
-  #appliedRanges: readonly Range[] = [];
+  /** The ranges the proxy last reported applied; forgotten when other ranges are published. */
+  #appliedRanges: readonly Range[] | undefined = [];
   #applied = 0;
   #leaving = false;
   #wake = new AbortController();
@@ -457,6 +458,11 @@ export class RingMember implements OwnershipSource {
     // at. A proxy should not relist when only the generation moved (the
     // ranges are equal); the member then acknowledges it by itself, below.
     if (prev.generation === next.generation && equal(prev.ranges, next.ranges)) return;
+    // Ranges that differ from the published ones must be applied by the proxy
+    // before any generation counts as applied again, even one that returns
+    // to ranges it applied earlier: its relist for the ranges in between may
+    // still be in flight, and that cache would not hold what it acknowledged.
+    if (!equal(prev.ranges, next.ranges)) this.#appliedRanges = undefined;
     this.#ownership = Object.freeze({ generation: next.generation, ranges: Object.freeze([...next.ranges]) });
     this.#log.info({ generation: next.generation, slots: formatSlots(this.#slots) }, "ranges changed");
     this.#metrics?.owned.set({ ring: this.#o.ring }, ratio(next.ranges));
@@ -476,7 +482,7 @@ export class RingMember implements OwnershipSource {
    * nothing left to do for it.
    */
   #reportIfApplied(): void {
-    if (this.#target.generation !== 0 && equal(this.#target.ranges, this.#appliedRanges)) this.#noteApplied(this.#target.generation);
+    if (this.#target.generation !== 0 && this.#appliedRanges !== undefined && equal(this.#target.ranges, this.#appliedRanges)) this.#noteApplied(this.#target.generation);
   }
 
   #noteApplied(generation: number): void {
