@@ -32,21 +32,27 @@ export const MAX_LINEAGES = 1024;
 export class Lineage {
   readonly key: string;
   readonly shardKey: ShardKey;
+  /** The sharded resource's id (`pods`, `widgets.example.com`). */
+  readonly resource: string;
   /** Range epoch the lineage's cache was last rebuilt or narrowed under (see ShardProxy). */
   listEpoch: number | undefined;
   /** The index holds at least what any cache of this lineage holds. */
   complete = false;
   typeMeta: TypeMeta | undefined;
   openWatches = 0;
+  /** LISTs of this lineage being served. */
+  inflightLists = 0;
+  /** When a request of this lineage last started or ended (ms). */
   lastUsed: number;
   readonly #objects = new Map<string, Entry>();
   #clock = 0;
   /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
   #chain: { start: number; token: string } | undefined;
 
-  constructor(key: string, shardKey: ShardKey, now: number) {
+  constructor(key: string, shardKey: ShardKey, resource: string, now: number) {
     this.key = key;
     this.shardKey = shardKey;
+    this.resource = resource;
     this.lastUsed = now;
   }
 
@@ -193,12 +199,12 @@ export class Lineages {
     this.#now = now;
   }
 
-  get(key: string, shardKey: ShardKey): Lineage {
+  get(key: string, shardKey: ShardKey, resource: string): Lineage {
     const now = this.#now();
     if (now - this.#lastPrune > 60_000) this.prune(now);
     let l = this.#byKey.get(key);
     if (l === undefined) {
-      l = new Lineage(key, shardKey, now);
+      l = new Lineage(key, shardKey, resource, now);
       this.#byKey.set(key, l);
       if (this.#byKey.size > MAX_LINEAGES) this.#evict();
     }
@@ -216,6 +222,23 @@ export class Lineages {
     let oldest: Lineage | undefined;
     for (const l of this.#byKey.values()) if (l.openWatches === 0 && (oldest === undefined || l.lastUsed < oldest.lastUsed)) oldest = l;
     if (oldest !== undefined) this.#byKey.delete(oldest.key);
+  }
+
+  /** Stamps `l` as used now (a request of it ended). */
+  touch(l: Lineage): void {
+    l.lastUsed = this.#now();
+  }
+
+  /**
+   * Lineages that may be between a LIST and the WATCH that resumes from it
+   * when ranges change: no open watch, and a LIST in flight or a request
+   * within the last `windowMs` while its cache was of epoch `epoch`. Their
+   * controllers are about to resume (and get 410) or are one-off listers;
+   * the caller cannot tell which.
+   */
+  betweenListAndWatch(epoch: number, windowMs: number): Lineage[] {
+    const now = this.#now();
+    return [...this.#byKey.values()].filter((l) => l.openWatches === 0 && (l.inflightLists > 0 || (l.listEpoch === epoch && now - l.lastUsed < windowMs)));
   }
 
   /** Indexed objects over all lineages, for metrics. */

@@ -40,6 +40,8 @@ export interface ProxyConfig {
   readonly syntheticDeletes?: boolean;
   /** See `ShardProxyOptions.waitForRangesMs` in server.ts. */
   readonly waitForRangesMs?: number;
+  /** See `ShardProxyOptions.betweenListAndWatchMs` in server.ts. */
+  readonly betweenListAndWatchMs?: number;
   readonly maxItemBytes?: number;
   /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
   readonly unsafeSkipWatchFilter?: boolean;
@@ -117,6 +119,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
     ...(cfg.syntheticDeletes === undefined ? {} : { syntheticDeletes: cfg.syntheticDeletes }),
     ...(cfg.waitForRangesMs === undefined ? {} : { waitForRangesMs: cfg.waitForRangesMs }),
+    ...(cfg.betweenListAndWatchMs === undefined ? {} : { betweenListAndWatchMs: cfg.betweenListAndWatchMs }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),

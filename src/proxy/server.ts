@@ -65,6 +65,13 @@ export interface ShardProxyOptions {
    * Default 0 (serve at once).
    */
   readonly waitForRangesMs?: number;
+  /**
+   * When the ranges change, a lineage with no open watch that listed (or
+   * watched) this recently, or is listing now, may be between its LIST and
+   * its WATCH: the generation waits for its relist, but no longer than this
+   * (a one-off LIST has no watch to follow). Default 5000 ms.
+   */
+  readonly betweenListAndWatchMs?: number;
   /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
   readonly maxItemBytes?: number;
   /**
@@ -178,6 +185,8 @@ export class ShardProxy {
    * be a one-off with no watch to follow it).
    */
   readonly #heldOwed = new Set<string>();
+  /** Resources owed only because a lineage may be between its LIST and WATCH; released after a bound. */
+  #tentative = new Set<string>();
 
   constructor(opts: ShardProxyOptions) {
     this.#opts = opts;
@@ -274,7 +283,7 @@ export class ShardProxy {
       return;
     }
     const qs = rw.query.toString();
-    const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key);
+    const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key, id);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
     if (cls.kind === "watch" && isResumingWatch(cls.query)) {
       // A watch resumes from the resourceVersion of an earlier LIST. If the
@@ -423,6 +432,14 @@ export class ShardProxy {
     } finally {
       if (first) this.#releaseHeld(`generation ${next.generation}`);
     }
+    if (held.length > 0) {
+      // A held request whose client went away never completes: do not let
+      // it hold the generation back for good.
+      const epoch = this.#epoch;
+      setTimeout(() => {
+        for (const r of held) if (this.#heldOwed.delete(r)) this.#relists.relisted(r, epoch);
+      }, Math.max(this.#opts.betweenListAndWatchMs ?? 5000, this.#opts.waitForRangesMs ?? 0)).unref();
+    }
   }
 
   #changeRanges(next: Ownership, prev: Ownership, held: readonly string[]): void {
@@ -443,10 +460,21 @@ export class ShardProxy {
     // with 410 Expired so the reflector relists under the new one. Its informer
     // replaces the store atomically, so the controller never sees an empty cache.
     const watched = new Set<string>(held);
+    // A controller between its LIST and its WATCH has nothing open to end,
+    // but its resume will get 410 and relist: the generation waits for that,
+    // up to a bound, since a one-off LIST looks the same and never watches.
+    const windowMs = this.#opts.betweenListAndWatchMs ?? 5000;
+    const owedBefore = this.#relists.pending();
+    // Still owed from an earlier change only tentatively: stays tentative.
+    const tentative = new Set(owedBefore.filter((r) => this.#tentative.has(r)));
+    const owedForReal = new Set(owedBefore.filter((r) => !this.#tentative.has(r)));
+    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) if (!owedForReal.has(l.resource)) tentative.add(l.resource);
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
+    for (const r of tentative) watched.add(r);
     for (const w of ending) {
       watched.add(w.resource);
+      tentative.delete(w.resource);
       w.doomed = true;
       const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
       if (delay === 0) w.terminate(message);
@@ -456,6 +484,13 @@ export class ShardProxy {
     }
     this.#opts.logger.info({ generation: next.generation, epoch, owned: ratio(next.ranges), relisting: [...watched], narrowed: open.length - ending.length }, "owned ranges changed");
     this.#relists.begin(next.generation, epoch, watched);
+    this.#tentative = tentative;
+    for (const r of tentative) {
+      setTimeout(() => {
+        if (this.#epoch === epoch) this.#tentative.delete(r);
+        this.#relists.relisted(r, epoch);
+      }, windowMs).unref();
+    }
   }
 
   /**
@@ -566,9 +601,19 @@ export class ShardProxy {
       const tap = encoding === "json" ? createJsonListTap(sink) : createProtoListTap(sink);
       filter.on("data", (b: Buffer) => tap.write(b));
     }
+    st.lineage.inflightLists++;
+    let counted = true;
+    const uncount = (): void => {
+      if (!counted) return;
+      counted = false;
+      st.lineage.inflightLists--;
+      this.#lineages.touch(st.lineage);
+    };
+    res.on("close", uncount);
     const done = (err: Error | null | undefined): void => {
       this.#finishList(id, st, filter.stats, err, res);
       if (!err) sink?.finish();
+      uncount();
     };
     if (this.#opts.fallback === "fail") {
       this.#serveListOrRefuse(id, proxyRes, filter, res, headers, done);
@@ -746,6 +791,7 @@ export class ShardProxy {
       finished = true;
       this.#watches.delete(watch);
       st.lineage.openWatches--;
+      this.#lineages.touch(st.lineage);
       m.activeWatches.dec({ resource: id });
       const s = filter.stats;
       const stats = this.#statsFor(id);

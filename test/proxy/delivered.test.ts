@@ -11,7 +11,7 @@ import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";
 const pod = (name: string, namespace = "ns", uid = `uid-${name}`) => ({ name, namespace, uid });
 
 t.test("a lineage is trusted only after a complete snapshot, which sweeps what it did not deliver", async (t) => {
-  const l = new Lineage("k", "uid", 0);
+  const l = new Lineage("k", "uid", "pods", 0);
   l.upsert(pod("old"));
   t.notOk(l.complete, "objects delivered before any snapshot: caches may hold more");
   const list = new ListSink(l, undefined);
@@ -28,7 +28,7 @@ t.test("a lineage is trusted only after a complete snapshot, which sweeps what i
 });
 
 t.test("paginated lists: the snapshot completes with the last page of the same chain", async (t) => {
-  const l = new Lineage("k", "uid", 0);
+  const l = new Lineage("k", "uid", "pods", 0);
   l.upsert(pod("stale"));
   const p1 = new ListSink(l, undefined);
   p1.upsert(pod("a"));
@@ -47,7 +47,7 @@ t.test("paginated lists: the snapshot completes with the last page of the same c
 });
 
 t.test("a watch-list is a snapshot; an unreadable stream makes the index untrusted", async (t) => {
-  const l = new Lineage("k", "uid", 0);
+  const l = new Lineage("k", "uid", "pods", 0);
   l.upsert(pod("stale"));
   const w = new WatchSink(l, true);
   w.upsert(pod("a"));
@@ -62,8 +62,8 @@ t.test("a watch-list is a snapshot; an unreadable stream makes the index untrust
 });
 
 t.test("leaving(): the objects whose shard key is outside the ranges, by uid or by namespace", async (t) => {
-  const byUid = new Lineage("k", "uid", 0);
-  const byNs = new Lineage("k", "namespace", 0);
+  const byUid = new Lineage("k", "uid", "pods", 0);
+  const byNs = new Lineage("k", "namespace", "pods", 0);
   const objs = Array.from({ length: 200 }, (_, i) => pod(`p${i}`, `ns${i % 7}`, `uid-${i}`));
   for (const o of objs) {
     byUid.upsert(o);
@@ -82,12 +82,12 @@ t.test("lineage keys: path, selectors and the as= transform; idle indexes are dr
   t.not(lineageKey("/api/v1/pods", q(""), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), lineageKey("/api/v1/pods", q(""), "application/json"), "a metadata-only informer is another cache");
   let now = 0;
   const ls = new Lineages(() => now);
-  const l = ls.get("a", "uid");
+  const l = ls.get("a", "uid", "pods");
   new ListSink(l, undefined).finish();
   l.upsert(pod("x"));
   t.ok(l.complete);
   now = IDLE_INDEX_MS + 120_000;
-  ls.get("b", "uid");
+  ls.get("b", "uid", "pods");
   t.notOk(l.complete, "idle for too long: dropped, so the next narrowing relists");
   t.equal(ls.indexed(), 0);
 });

@@ -30,11 +30,19 @@ t.test("RelistTracker: applied at once when nothing is owed; owed relists carry 
   t.same(applied, [1, 3], "one relist under the epoch applies the newest generation");
 });
 
-async function setup(t: { teardown(fn: () => Promise<void>): void }) {
+async function setup(t: { teardown(fn: () => Promise<void>): void }, betweenListAndWatchMs?: number) {
   const api = await startDevApi({ gate: "on" });
   seedPods(api, { count: 300, namespaces: ["alpha", "beta"] });
   const own = new MutableOwnership({ generation: 1, ranges: [shardRange(0, 2)] });
-  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger() });
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(api.url),
+    resources: parseResources("pods"),
+    ownership: own,
+    fallback: "filter",
+    logger: silentLogger(),
+    ...(betweenListAndWatchMs === undefined ? {} : { betweenListAndWatchMs }),
+  });
   t.teardown(async () => {
     await proxy.close();
     await api.close();
@@ -153,4 +161,28 @@ t.test("held requests are served (for an empty shard) when the wait runs out", a
   t.ok(Date.now() - t0 >= 350, "waited");
   t.equal(r.status, 200);
   t.same((JSON.parse(r.body) as { items: unknown[] }).items, [], "owning nothing, it lists nothing");
+});
+
+t.test("ranges that change between an informer's LIST and its WATCH: the generation waits for the relist that follows", async (t) => {
+  const { own, proxy } = await setup(t);
+  const list = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  // No watch open yet: nothing to end, but this cache is of the old ranges.
+  own.set({ generation: 2, ranges: [shardRange(0, 4)] });
+  t.same(own.applied, [], "not applied at once");
+  const resumed = await get(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${list.metadata.resourceVersion}`);
+  t.equal(resumed.status, 410, "the resume gets 410");
+  const relist = JSON.parse((await get(`${proxy.url}/api/v1/pods`)).body) as { metadata: { resourceVersion: string } };
+  const w = openWatch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${relist.metadata.resourceVersion}`);
+  t.ok(await eventually(() => own.applied.includes(2), 3000), "applied once the relisted watch resumed");
+  t.teardown(() => proxy.close().then(() => w.ended));
+});
+
+t.test("a one-off LIST (no watch follows) holds a generation back only for a bounded time", async (t) => {
+  const { own, proxy } = await setup(t, 400);
+  await get(`${proxy.url}/api/v1/pods`);
+  const t0 = Date.now();
+  own.set({ generation: 2, ranges: [shardRange(1, 2)] });
+  t.same(own.applied, [], "held back: it might have been an informer about to watch");
+  t.ok(await eventually(() => own.applied.includes(2), 3000), "applied after the bound");
+  t.ok(Date.now() - t0 >= 350, "not before it");
 });
