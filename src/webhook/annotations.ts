@@ -19,6 +19,7 @@ export const ANNOTATIONS = {
   ring: "shardcar.io/ring",
   fallback: "shardcar.io/fallback",
   handoff: "shardcar.io/handoff",
+  syntheticDeletes: "shardcar.io/synthetic-deletes",
   leaderElection: "shardcar.io/leader-election",
   kubeconfig: "shardcar.io/kubeconfig",
   /** Written by the webhook: what it injected. Never set it by hand. */
@@ -39,6 +40,8 @@ export interface PodSettings {
   readonly ring: string | undefined;
   readonly fallback: Fallback;
   readonly handoff: Handoff;
+  /** Ring mode: narrow with synthetic DELETEDs instead of relisting (the proxy's default). */
+  readonly syntheticDeletes: boolean;
   /** The controller's lock, `<resource>/<name>` (leases, configmaps or endpoints). */
   readonly leaderElection: string | undefined;
   readonly kubeconfig: boolean;
@@ -129,6 +132,7 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
 
   const fallback = oneOf(get(ANNOTATIONS.fallback), ANNOTATIONS.fallback, ["filter", "fail"] as const, "filter", problems);
   const handoff = oneOf(get(ANNOTATIONS.handoff), ANNOTATIONS.handoff, ["overlap", "exclusive"] as const, "overlap", problems);
+  const syntheticDeletes = oneOf(get(ANNOTATIONS.syntheticDeletes), ANNOTATIONS.syntheticDeletes, ["true", "false"] as const, "true", problems) === "true";
   const kubeconfig = oneOf(get(ANNOTATIONS.kubeconfig), ANNOTATIONS.kubeconfig, ["true", "false"] as const, "false", problems) === "true";
 
   let leaderElection: string | undefined;
@@ -145,7 +149,7 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
   }
 
   if (problems.length > 0) return { ok: false, problems };
-  return { ok: true, settings: { resources, shards, ring, fallback, handoff, leaderElection, kubeconfig } };
+  return { ok: true, settings: { resources, shards, ring, fallback, handoff, syntheticDeletes, leaderElection, kubeconfig } };
 }
 
 /** The `--resources` value, in one canonical spelling. */

@@ -120,6 +120,8 @@ function sidecar(plan: InjectionPlan): JsonObject {
     settings.fallback,
     "--handoff",
     settings.handoff,
+    // Only when off: the proxy's default stays the single source of truth.
+    ...(settings.syntheticDeletes ? [] : ["--synthetic-deletes", "false"]),
     ...(settings.leaderElection === undefined ? [] : ["--leader-election", settings.leaderElection]),
     "--sa-dir",
     SIDECAR_SHARED_DIR,

@@ -48,6 +48,8 @@ const INJECTED: Record<string, { apps: string[]; ring?: string; tokenVolume?: st
   // automountServiceAccountToken: false: only the container that mounts a token is an API client.
   "automount-off-with-projected-token.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "guestbook-token" },
   "explicit-service-env.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
+  // shardcar.io/synthetic-deletes: "false": every range change relists.
+  "synthetic-deletes-off.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
   // Static shards (1/4): no ring flag.
   "custom-ports.pod.json": { apps: ["manager"], tokenVolume: "kube-api-access-7xk2p" },
 };
@@ -74,6 +76,7 @@ const DENIED_MENTIONS: Record<string, string[]> = {
   "invalid-ring-with-static-shards.pod.json": ["shardcar.io/ring", '"guestbook"', '"0/2"', "only with shardcar.io/shards: ring"],
   "invalid-fallback.pod.json": ["shardcar.io/fallback", '"ignore"', '"filter" and "fail"'],
   "invalid-handoff.pod.json": ["shardcar.io/handoff", '"graceful"', '"overlap" and "exclusive"'],
+  "invalid-synthetic-deletes.pod.json": ["shardcar.io/synthetic-deletes", '"no"', '"true" and "false"'],
   "invalid-leader-election.pod.json": ["shardcar.io/leader-election", '"secrets/guestbook-lock"', "leases/<name>, configmaps/<name> or endpoints/<name>"],
   "invalid-kubeconfig.pod.json": ["shardcar.io/kubeconfig", '"yes"', '"true" and "false"'],
   "invalid-unknown-annotation.pod.json": ["unknown annotation shardcar.io/shard", "shardcar.io/shards"],
@@ -277,6 +280,7 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
       ...(expect.ring === undefined ? [] : ["--ring", expect.ring]),
       "--fallback", ann["shardcar.io/fallback"] ?? "filter",
       "--handoff", ann["shardcar.io/handoff"] ?? "overlap",
+      ...(ann["shardcar.io/synthetic-deletes"] === "false" ? ["--synthetic-deletes", "false"] : []),
       ...(ann["shardcar.io/leader-election"] === undefined ? [] : ["--leader-election", ann["shardcar.io/leader-election"]]),
       "--sa-dir", "/var/run/shardcar/serviceaccount",
       ...(kubeconfig ? ["--write-kubeconfig"] : []),
