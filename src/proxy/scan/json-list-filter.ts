@@ -312,14 +312,12 @@ class ListFilterEngine implements ScanSink {
         return;
       case ITEM_META:
         if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {
-          if (this.key === "namespace") {
-            // No namespace key: a cluster-scoped object, which hashes as "" (as the server does).
-            this.decide(this.matcher.matchesBytes(EMPTY, 0, 0), end);
-          } else {
-            // No uid: no range can contain it. Fail closed: drop it and count it.
-            this.unkeyed++;
-            this.decide(false, end);
-          }
+          // No key: hashed as "", as the server does (its GetUID() and
+          // GetNamespace() of such an object are ""), and as the protobuf
+          // filter does. A cluster-scoped object under namespace keying is
+          // the usual case; an object without a uid is counted.
+          if (this.key === "uid") this.unkeyed++;
+          this.decide(this.matcher.matchesBytes(EMPTY, 0, 0), end);
         }
         return;
       case ITEM:

@@ -239,10 +239,11 @@ function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
     found = ev.key;
   }
   if (found === NO_KEY) {
-    // No namespace: cluster-scoped, hashes as "" (as on the server). No uid: in
-    // no range; dropped like the list filter drops it, so list and watch agree.
-    if (key === "namespace") return emptyInRange ? PASS : DROP;
-    return DROP_UNKEYED;
+    // No key hashes as "", as on the server (and in the list filter and both
+    // protobuf filters): cluster-scoped objects under namespace keying, and
+    // an object without a uid (counted).
+    if (emptyInRange) return PASS;
+    return key === "namespace" ? DROP : DROP_UNKEYED;
   }
   return found === IN_RANGE ? PASS : DROP;
 }

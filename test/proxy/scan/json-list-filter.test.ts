@@ -30,16 +30,15 @@ function run(ranges: readonly Range[], key: ShardKey, body: Buffer | Buffer[], e
 
 /**
  * The reference: what JSON.parse says the item's key is. Table rows are keyed
- * by `object.metadata`. No metadata, or no uid: undefined (dropped). No
- * namespace: "" (cluster-scoped).
+ * by `object.metadata`. No metadata: undefined (dropped). No uid or no
+ * namespace: "", as the server hashes it.
  */
 function refKey(item: Json | undefined, table: boolean, key: ShardKey): string | undefined {
   const holder = table ? (isObj(item) ? item["object"] : undefined) : item;
   const meta = isObj(holder) ? holder["metadata"] : undefined;
   if (!isObj(meta)) return undefined;
   const v = meta[key];
-  if (typeof v === "string") return v;
-  return key === "namespace" ? "" : undefined;
+  return typeof v === "string" ? v : "";
 }
 
 function refKeep(item: Json | undefined, table: boolean, sel: { key: ShardKey; ranges: readonly Range[] }): boolean {
@@ -335,12 +334,15 @@ t.test("escaped quotes and backslashes around \"uid\" keys do not fool the scann
   t.same([r.stats.kept, r.stats.dropped], [1, 3]);
 });
 
-t.test("an item with no uid is dropped and counted (fail closed)", async (t) => {
-  const r = await run(LOW, "uid", podList([pod(undefined), { spec: {} }, "not an object", pod(inA)]));
-  t.same(uidsOf(JSON.parse(r.out.toString()) as Obj), [inA]);
+t.test("an item with no uid hashes as \"\" (as the server and the protobuf filter do) and is counted; one with no metadata is dropped", async (t) => {
+  const items = [pod(undefined), { spec: {} }, "not an object", pod(inA)];
+  const r = await run(LOW, "uid", podList(items));
+  t.same(uidsOf(JSON.parse(r.out.toString()) as Obj), [inA], "\"\" (0xcbf2…) is not in the lower half");
   t.equal(r.stats.dropped, 3);
-  t.equal(r.unkeyed, 3, "counted as unkeyed");
+  t.equal(r.unkeyed, 3, "all three are counted as unkeyed");
   t.equal(r.stats.serverFiltered, "no");
+  const high = await run([makeRange(1n << 63n, 1n << 64n)], "uid", podList(items));
+  t.equal((listOf(JSON.parse(high.out.toString()) as Obj).items as Obj[]).filter((i) => (i["metadata"] as Obj | undefined)?.["uid"] === undefined).length, 1, "and is kept by the upper half, which holds \"\"");
 });
 
 t.test("with the namespace key, a cluster-scoped object hashes as the empty namespace", async (t) => {

@@ -366,10 +366,12 @@ t.test("a mutation without a type, an object or object metadata ends the stream 
   }
 });
 
-t.test("a mutation whose object has metadata but no uid is dropped, as the list filter drops it", async (t) => {
+t.test("a mutation whose object has metadata but no uid hashes as \"\", as the server and the list filter do", async (t) => {
   const r = await run({}, [Buffer.from(ev("ADDED", undefined, "10") + ev("ADDED", IN_UID, "11"))]);
-  t.equal(r.out.toString(), ev("ADDED", IN_UID, "11"));
+  t.equal(r.out.toString(), ev("ADDED", IN_UID, "11"), "\"\" is not in the lower half");
   t.same([r.stats.dropped, r.stats.errors], [1, 0]);
+  const high = await run({ ranges: [makeRange(1n << 63n, 1n << 64n)] }, [Buffer.from(ev("ADDED", undefined, "10"))]);
+  t.equal(high.out.toString(), ev("ADDED", undefined, "10"), "and passes the upper half");
 });
 
 t.test("with the namespace key, cluster-scoped objects hash as the empty namespace", async (t) => {
