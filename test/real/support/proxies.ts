@@ -23,6 +23,8 @@ export interface ProxyOptions {
   readonly fallback?: FallbackPolicy;
   /** Serve TLS to the client (client-node refuses plain HTTP with verification on). */
   readonly tls?: boolean;
+  /** Narrow without relists (ring mode's default in the sidecar); off unless set. */
+  readonly syntheticDeletes?: boolean;
 }
 
 export interface LaneProxy {
@@ -49,6 +51,7 @@ export async function startRealProxy(env: RealApiEnv, opts: ProxyOptions): Promi
     ownership: opts.ownership ?? new StaticOwnership(opts.ranges ?? []),
     fallback: opts.fallback ?? "filter",
     logger: silentLogger(),
+    ...(opts.syntheticDeletes === undefined ? {} : { syntheticDeletes: opts.syntheticDeletes }),
     ...brokenProxyOptions(),
   });
   return { proxy, target: { url: proxy.url, token: env.token, ...(caPem === undefined ? {} : { caPem }) } };
