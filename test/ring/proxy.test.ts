@@ -34,6 +34,7 @@ t.test("real proxies and informers: 1→2→3→4→3→2 under churn, then a SI
   await ring.add("web-0");
   await ring.settled(["web-0"]);
   const churn = startChurn(env.api, { ratePerSec: 50, namespaces: NAMESPACES });
+  const churnStart = Date.now();
   const stopSampling = ring.sampleEvery(100, sample);
   const lists: string[] = [];
   const scaleOutLists: number[] = [];
@@ -70,11 +71,12 @@ t.test("real proxies and informers: 1→2→3→4→3→2 under churn, then a SI
   // joiner's proxy holds that LIST until it has slots.
   t.same(scaleOutLists, [1, 1, 1], "P7: each scale-out by one made exactly one LIST (the new member's first)");
   const ops = await churn.stop();
+  const churnSeconds = (Date.now() - churnStart) / 1000;
   // client-node's informer may wait (1 s, doubling) between a relist and its
   // next watch after a 410: the caches converge, but not at once.
   await until("exact caches", () => ring.cachesExact(), 15_000).catch(() => undefined);
 
-  t.comment(`${ops} writes during the run`);
+  t.comment(`${ops} writes during the run (${(ops / churnSeconds).toFixed(0)}/s over ${churnSeconds.toFixed(1)} s)`);
   // Gap-free graceful steps rely on the proxy's side of the contract
   // (docs/rings.md): relist only when the ranges change, count a relist once
   // the watch resumes from a list of the current ranges, and answer 410 to a

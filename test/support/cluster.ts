@@ -81,9 +81,12 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
   // A local index of live pods: listing the store per write would dominate.
   const live: Array<[string | undefined, string]> = api.store.list("pods").map((o) => [o.metadata?.namespace, o.metadata?.name ?? ""]);
   const tick = 20;
-  const perTick = Math.max(1, Math.round((opts.ratePerSec * tick) / 1000));
+  // Paced by the clock, not by the timer: on a loaded machine a 20 ms timer
+  // fires late, and counting ticks would quietly halve the rate.
+  const t0 = performance.now();
   const timer = setInterval(() => {
-    for (let k = 0; k < perTick; k++) {
+    const due = Math.floor(((performance.now() - t0) * opts.ratePerSec) / 1000) - ops;
+    for (let k = 0; k < due; k++) {
       const choice = rnd() % 3;
       ops++;
       if (choice === 0 || live.length === 0) {
