@@ -1,0 +1,415 @@
+/**
+ * Review findings (narrowing without a relist, lineage bookkeeping, held
+ * requests). Each test drives the real ShardProxy against a hand-written
+ * upstream whose LIST/WATCH answers and timing the test controls, so each
+ * race is deterministic. Every test here asserts the CORRECT behaviour and
+ * fails on the code as reviewed (review of 2026-11-30):
+ *
+ *   A, A'  requests in flight upstream during a range change are invisible
+ *   B      a one-off LIST of the same lineage stands in for the informer's relist
+ *   C      a snapshot by another consumer of the lineage sweeps the index
+ *   D      #heldOwed.clear() drops a held one-off LIST's obligation: stall
+ *   E      a held resuming WATCH after a sidecar restart is accepted and applied
+ *   F, F'  metadata informers: LIST and WATCH fall into different lineages
+ *   G      JSON watch: narrow() while an event's key is judged but the event incomplete
+ *   H      relists are counted per resource, not per cache
+ */
+import t from "tap";
+import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { silentLogger } from "../../src/log.ts";
+import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { FULL_RANGE, HashMatcher, shardRange, type Range } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+
+/** A uid whose hash lies in `inside` and outside `outside`. */
+function uidIn(inside: readonly Range[], outside: readonly Range[], tag: string): string {
+  const a = new HashMatcher(inside);
+  const b = new HashMatcher(outside);
+  for (let i = 0; ; i++) {
+    const u = `${tag}-${i}`;
+    if (a.matchesString(u) && !b.matchesString(u)) return u;
+  }
+}
+
+function pod(name: string, uid: string, rv: string): Record<string, unknown> {
+  return { kind: "Pod", apiVersion: "v1", metadata: { name, namespace: "ns", uid, resourceVersion: rv } };
+}
+
+function listBody(items: Record<string, unknown>[], rv: string): string {
+  return JSON.stringify({ kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: rv }, items: items.map((p) => ({ ...p, kind: undefined, apiVersion: undefined })) });
+}
+
+interface Fake {
+  url: string;
+  /** What the next LISTs answer (a queue; the last one repeats). */
+  lists: Array<{ body: string; delay?: Promise<void> }>;
+  /** Open upstream watches, in arrival order. */
+  watches: ServerResponse[];
+  /** Gate for the next watch's response headers. */
+  watchHeaders: Promise<void> | undefined;
+  watchRequests: number;
+  listRequests: number;
+  close(): Promise<void>;
+}
+
+async function fakeUpstream(): Promise<Fake> {
+  const f: Fake = { url: "", lists: [], watches: [], watchHeaders: undefined, watchRequests: 0, listRequests: 0, close: async () => {} };
+  const srv = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const u = new URL(req.url ?? "/", "http://x");
+    if (u.searchParams.get("watch") === "true" || u.searchParams.get("watch") === "1") {
+      f.watchRequests++;
+      const gate = f.watchHeaders;
+      f.watchHeaders = undefined;
+      void (gate ?? Promise.resolve()).then(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.flushHeaders();
+        f.watches.push(res);
+      });
+      return;
+    }
+    f.listRequests++;
+    const next = f.lists.length > 1 ? f.lists.shift() : f.lists[0];
+    if (next === undefined) {
+      res.writeHead(500).end();
+      return;
+    }
+    void (next.delay ?? Promise.resolve()).then(() => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(next.body);
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  f.url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  f.close = () =>
+    new Promise<void>((r) => {
+      for (const w of f.watches) w.destroy();
+      srv.closeAllConnections();
+      srv.close(() => r());
+    });
+  return f;
+}
+
+function event(type: string, obj: Record<string, unknown>): string {
+  return `${JSON.stringify({ type, object: obj })}\n`;
+}
+
+function get(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, (res) => {
+      let body = "";
+      res.on("data", (b: Buffer) => (body += b.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+interface ClientWatch {
+  events: Array<{ type: string; object: { metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> }; code?: number } }>;
+  status: Promise<number>;
+  ended: Promise<void>;
+  abort(): void;
+}
+
+function watch(url: string): ClientWatch {
+  const events: ClientWatch["events"] = [];
+  let setStatus: (n: number) => void = () => {};
+  const status = new Promise<number>((r) => (setStatus = r));
+  let abort = (): void => {};
+  const ended = new Promise<void>((resolve) => {
+    const req = request(url, (res) => {
+      setStatus(res.statusCode ?? 0);
+      let buf = "";
+      res.on("data", (b: Buffer) => {
+        buf += b.toString();
+        const parts = buf.split("\n");
+        buf = parts.pop() ?? "";
+        for (const l of parts) if (l !== "") events.push(JSON.parse(l) as ClientWatch["events"][number]);
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+    });
+    req.on("error", () => resolve());
+    req.end();
+    abort = () => req.destroy();
+  });
+  return { events, status, ended, abort };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(p: () => boolean, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (p()) return true;
+    await sleep(10);
+  }
+  return p();
+}
+
+async function setup(t: { teardown(fn: () => Promise<void>): void }, own: MutableOwnership, extra: Record<string, unknown> = {}) {
+  const f = await fakeUpstream();
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(f.url),
+    resources: parseResources("pods"),
+    ownership: own,
+    fallback: "filter",
+    logger: silentLogger(),
+    syntheticDeletes: true,
+    ...extra,
+  });
+  t.teardown(async () => {
+    await proxy.close();
+    await f.close();
+  });
+  return { f, proxy };
+}
+
+
+const LOW = [shardRange(0, 2)];
+const HIGH = [shardRange(1, 2)];
+
+t.test("A: a WATCH whose upstream answer arrives after a narrowing keeps filtering with the old ranges", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 300 });
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const yUid = uidIn(HIGH, LOW, "y");
+  const y = pod("y", yUid, "6");
+  f.lists = [{ body: listBody([x, y], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  let open: () => void = () => {};
+  f.watchHeaders = new Promise<void>((r) => (open = r));
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watchRequests === 1), "the WATCH reached upstream; its headers are not back yet");
+  own.set({ generation: 2, ranges: LOW });
+  open();
+  t.equal(await w.status, 200, "the watch is served");
+  t.ok(await until(() => f.watches.length === 1), "upstream watch open");
+  f.watches[0]?.write(event("MODIFIED", pod("y", yUid, "11")));
+  await sleep(500);
+  const leaked = w.events.filter((e) => e.type === "MODIFIED" && e.object.metadata?.name === "y");
+  t.same(leaked, [], "no event for an object outside the new ranges reaches the controller");
+  t.ok(
+    w.events.some((e) => e.type === "ERROR") || w.events.some((e) => e.type === "DELETED" && e.object.metadata?.name === "y"),
+    "the cache is told that y left (410 or DELETED)",
+  );
+  const told = w.events.some((e) => e.type === "ERROR" || (e.type === "DELETED" && e.object.metadata?.name === "y"));
+  t.notOk(own.applied.includes(2) && !told, `generation 2 is not reported applied while the cache still holds y (applied: ${JSON.stringify(own.applied)})`);
+  w.abort();
+});
+
+t.test("A': a LIST whose upstream answer is still pending does not hold the generation back", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  let release: () => void = () => {};
+  f.lists = [{ body: listBody([x], "10"), delay: new Promise<void>((r) => (release = r)) }];
+  const l = get(`${proxy.url}/api/v1/pods`);
+  t.ok(await until(() => f.listRequests === 1), "the informer's first LIST reached upstream");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  t.same(own.applied, [], "generation 2 (a widening) is not applied while the informer's LIST under the old ranges is in flight");
+  release();
+  await l;
+});
+
+t.test("B: a one-off LIST of the same path and selectors makes the informer's stale cache look relisted", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
+  f.lists = [{ body: listBody([x], "10") }, { body: listBody([x, y], "12") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the informer lists under LOW (its cache: x)");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  // The controller's uncached client lists the same collection (no selectors).
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "a one-off LIST under the new ranges");
+  // The informer now resumes from its own LIST's resourceVersion.
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await w.status, 410, "the informer's watch resuming from a LIST of the old ranges gets 410");
+  t.same(own.applied, [], "generation 2 is not applied: the informer's cache still lacks y");
+  w.abort();
+});
+
+t.test("C: a snapshot by another consumer of the lineage sweeps an object the informer holds; the narrowing then misses it", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
+  const zUid = uidIn(HIGH, LOW, "z");
+  f.lists = [{ body: listBody([x, y], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  f.watches[0]?.write(event("ADDED", pod("z", zUid, "11")));
+  t.ok(await until(() => w.events.some((e) => e.object.metadata?.name === "z")), "z reached the informer");
+  // A one-off LIST whose snapshot predates z (served at RV 10: a LIST
+  // answered from a lagging watch cache, or one whose response started
+  // before z's event reached the watch).
+  t.equal((await get(`${proxy.url}/api/v1/pods?resourceVersion=0`)).status, 200, "one-off LIST");
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [2], "narrowed in place");
+  await sleep(200);
+  const deleted = w.events.filter((e) => e.type === "DELETED").map((e) => e.object.metadata?.name);
+  t.ok(deleted.includes("y"), "y got its synthetic DELETED");
+  t.ok(deleted.includes("z"), "z (outside the new ranges, in the informer's cache) got its synthetic DELETED");
+  w.abort();
+});
+
+t.test("D: a held one-off LIST still in flight when the next generation arrives stalls markApplied for good", async (t) => {
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 400, betweenListAndWatchMs: 200 });
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  let release: () => void = () => {};
+  f.lists = [{ body: listBody([x], "10"), delay: new Promise<void>((r) => (release = r)) }];
+  const l = get(`${proxy.url}/api/v1/pods`);
+  await sleep(50);
+  own.set({ generation: 1, ranges: LOW });
+  t.ok(await until(() => f.listRequests === 1), "the held LIST was released upstream");
+  own.set({ generation: 2, ranges: LOW }); // the ring moved elsewhere: same ranges
+  release();
+  t.equal((await l).status, 200, "the one-off LIST completed");
+  t.ok(await until(() => own.applied.includes(2), 2000), `generation 2 is applied eventually (applied: ${JSON.stringify(own.applied)})`);
+});
+
+t.test("E: after a sidecar restart, a held WATCH resuming from a LIST this proxy never saw is served under the first ranges and the generation is applied", async (t) => {
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 300, betweenListAndWatchMs: 200 });
+  // The controller kept running; its informer (cache built through the
+  // previous proxy process, under ranges this process does not know)
+  // reconnects and resumes from its last resourceVersion.
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  await sleep(50);
+  own.set({ generation: 5, ranges: LOW });
+  const status = await w.status;
+  t.equal(status, 410, "a resuming watch whose cache this proxy cannot vouch for must relist");
+  await sleep(600);
+  t.same(own.applied, [], `generation 5 is not applied without a relist (applied: ${JSON.stringify(own.applied)}, upstream LISTs: ${f.listRequests})`);
+  w.abort();
+});
+
+function getWith(url: string, accept: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, { headers: { accept } }, (res) => {
+      let body = "";
+      res.on("data", (b: Buffer) => (body += b.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+function watchWith(url: string, accept: string): { status: Promise<number>; lines: string[]; ended: Promise<void>; abort(): void } {
+  const lines: string[] = [];
+  let setStatus: (n: number) => void = () => {};
+  const status = new Promise<number>((r) => (setStatus = r));
+  let abort = (): void => {};
+  const ended = new Promise<void>((resolve) => {
+    const req = request(url, { headers: { accept } }, (res) => {
+      setStatus(res.statusCode ?? 0);
+      let buf = "";
+      res.on("data", (b: Buffer) => {
+        buf += b.toString();
+        const parts = buf.split("\n");
+        buf = parts.pop() ?? "";
+        lines.push(...parts.filter((l) => l !== ""));
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+    });
+    req.on("error", () => resolve());
+    req.end();
+    abort = () => req.destroy();
+  });
+  return { status, lines, ended, abort };
+}
+
+// client-go's metadata client (metadata.go): List sends
+// `as=PartialObjectMetadataList`, Watch sends `as=PartialObjectMetadata`.
+const META_LIST_ACCEPT = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const META_WATCH_ACCEPT = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+t.test("F: a metadata-only informer (client-go metadata client) relists after a widening, yet the generation is never applied", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 300 });
+  const meta = (name: string, uid: string, rv: string): Record<string, unknown> => ({ kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: { name, namespace: "ns", uid, resourceVersion: rv } });
+  const list = (items: Record<string, unknown>[], rv: string): string =>
+    JSON.stringify({ kind: "PartialObjectMetadataList", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion: rv }, items });
+  const x = meta("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = meta("y", uidIn(HIGH, LOW, "y"), "6");
+  f.lists = [{ body: list([x], "10") }, { body: list([x, y], "12") }];
+  t.equal((await getWith(`${proxy.url}/api/v1/pods`, META_LIST_ACCEPT)).status, 200, "metadata LIST");
+  const w1 = watchWith(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`, META_WATCH_ACCEPT);
+  t.equal(await w1.status, 200, "metadata WATCH");
+  t.ok(await until(() => f.watches.length === 1), "watching");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await w1.ended;
+  t.ok(w1.lines.some((l) => l.includes('"code":410')), "the widening ends the watch with 410");
+  // The informer relists and resumes, exactly as client-go does.
+  t.equal((await getWith(`${proxy.url}/api/v1/pods`, META_LIST_ACCEPT)).status, 200, "metadata reLIST");
+  const w2 = watchWith(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=12`, META_WATCH_ACCEPT);
+  t.equal(await w2.status, 200, "metadata reWATCH");
+  t.ok(await until(() => own.applied.includes(2), 1500), `generation 2 is applied once the metadata informer relisted and resumed (applied: ${JSON.stringify(own.applied)})`);
+  w2.abort();
+});
+
+t.test("F': a metadata-only informer resuming from a LIST made under older ranges is not sent 410", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 100 });
+  const meta = (name: string, uid: string, rv: string): Record<string, unknown> => ({ kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: { name, namespace: "ns", uid, resourceVersion: rv } });
+  f.lists = [{ body: JSON.stringify({ kind: "PartialObjectMetadataList", apiVersion: "meta.k8s.io/v1", metadata: { resourceVersion: "10" }, items: [meta("x", uidIn(LOW, HIGH, "x"), "5")] }) }];
+  t.equal((await getWith(`${proxy.url}/api/v1/pods`, META_LIST_ACCEPT)).status, 200, "metadata LIST under LOW");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  const w = watchWith(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`, META_WATCH_ACCEPT);
+  t.equal(await w.status, 410, "its WATCH resuming from the LIST of the old ranges gets 410 (as a typed informer's does)");
+  w.abort();
+});
+
+t.test("G: JSON watch: an event whose key was scanned under the old ranges, still incomplete at the narrowing, passes after its synthetic DELETED", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const yUid = uidIn(HIGH, LOW, "y");
+  f.lists = [{ body: listBody([x, pod("y", yUid, "6")], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  // A large MODIFIED for y arrives in two TCP segments: metadata (uid) first, spec/status later.
+  const ev = `{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"y","namespace":"ns","uid":"${yUid}","resourceVersion":"11"},"spec":{"nodeName":"n1"}}}\n`;
+  const cut = ev.indexOf('"spec"');
+  f.watches[0]?.write(ev.slice(0, cut));
+  await sleep(100);
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [2], "narrowed in place");
+  f.watches[0]?.write(ev.slice(cut));
+  await sleep(200);
+  const ys = w.events.filter((e) => e.object.metadata?.name === "y").map((e) => e.type);
+  t.same(ys, ["DELETED"], `the informer's last word on y is its DELETED (got ${JSON.stringify(ys)})`);
+  w.abort();
+});
+
+t.test("H: two caches of one resource (different selectors): the first to relist clears the resource for both", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  f.lists = [{ body: listBody([x], "10") }];
+  // Informer A: all pods. Informer B: pods with a label selector.
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "A lists");
+  t.equal((await get(`${proxy.url}/api/v1/pods?labelSelector=app%3Dweb`)).status, 200, "B lists");
+  const wa = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  const wb = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10&labelSelector=app%3Dweb`);
+  t.ok(await until(() => f.watches.length === 2), "both watching");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await Promise.all([wa.ended, wb.ended]);
+  // B (a small selector) relists and resumes at once; A's big LIST is still running.
+  t.equal((await get(`${proxy.url}/api/v1/pods?labelSelector=app%3Dweb`)).status, 200, "B relists");
+  const wb2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10&labelSelector=app%3Dweb`);
+  t.equal(await wb2.status, 200, "B resumes");
+  await sleep(100);
+  t.same(own.applied, [], "generation 2 waits for A, whose cache still holds only the old ranges");
+  wb2.abort();
+});
