@@ -28,6 +28,8 @@ interface Entry extends DeliveredObject {
 export const IDLE_INDEX_MS = 10 * 60 * 1000;
 /** Lineages remembered at most; the least recently used without an open watch go first. */
 export const MAX_LINEAGES = 1024;
+/** LIST resourceVersions remembered per lineage; a resume comes right after its LIST. */
+const MAX_LIST_RVS = 32;
 
 export class Lineage {
   readonly key: string;
@@ -40,14 +42,18 @@ export class Lineage {
   complete = false;
   typeMeta: TypeMeta | undefined;
   openWatches = 0;
-  /** LISTs of this lineage being served. */
-  inflightLists = 0;
+  /** Watches ever opened (served), to tell whether a snapshot had the lineage to itself. */
+  watchOpens = 0;
+  /** Requests of this lineage sent upstream and not yet answered (lists: until served whole). */
+  inflight = 0;
   /** When a request of this lineage last started or ended (ms). */
   lastUsed: number;
   readonly #objects = new Map<string, Entry>();
   #clock = 0;
   /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
   #chain: { start: number; token: string } | undefined;
+  /** Range epoch of recent LISTs, by the resourceVersion a watch resumes from. */
+  readonly #listRvs = new Map<string, number>();
 
   constructor(key: string, shardKey: ShardKey, resource: string, now: number) {
     this.key = key;
@@ -99,6 +105,24 @@ export class Lineage {
     return this.#chain?.token === token ? this.#chain.start : undefined;
   }
 
+  /** The LIST that answered at `rv` was served under range epoch `epoch`. */
+  rememberList(rv: string, epoch: number): void {
+    this.#listRvs.delete(rv);
+    this.#listRvs.set(rv, epoch);
+    if (this.#listRvs.size > MAX_LIST_RVS) this.#listRvs.delete(this.#listRvs.keys().next().value as string);
+  }
+
+  /**
+   * The range epoch of the cache a watch resuming from `rv` continues: that
+   * of the LIST that answered at `rv` when this proxy served it (a one-off
+   * LIST of the same query must not stand in for the informer's own), else
+   * the lineage's newest epoch (a resume from an event's resourceVersion
+   * continues the last watch).
+   */
+  epochOfResume(rv: string): number | undefined {
+    return this.#listRvs.get(rv) ?? this.listEpoch;
+  }
+
   /** Forgets the index: the caches may hold what it never saw. */
   drop(): void {
     this.#objects.clear();
@@ -119,13 +143,19 @@ export class Lineage {
 export class ListSink implements TapSink {
   readonly #lineage: Lineage;
   readonly #start: number | undefined;
+  readonly #opens: number;
+  readonly #alone: boolean;
   #token: string | undefined;
   #unreadable = false;
+  /** The list's resourceVersion, once seen. */
+  rv: string | undefined;
 
   /** `continueToken`: the request's `continue` parameter, when it asks for a later page. */
   constructor(lineage: Lineage, continueToken: string | undefined) {
     this.#lineage = lineage;
     this.#start = continueToken === undefined ? lineage.beginSnapshot() : lineage.chainStart(continueToken);
+    this.#opens = lineage.watchOpens;
+    this.#alone = lineage.openWatches === 0;
   }
   upsert(obj: DeliveredObject): void {
     if (!this.#unreadable) this.#lineage.upsert(obj);
@@ -134,7 +164,9 @@ export class ListSink implements TapSink {
   typeMeta(apiVersion: string, kind: string): void {
     this.#lineage.typeMeta = { apiVersion, kind };
   }
-  resourceVersion(): void {}
+  resourceVersion(rv: string): void {
+    this.rv = rv;
+  }
   continueToken(token: string): void {
     this.#token = token;
   }
@@ -142,11 +174,19 @@ export class ListSink implements TapSink {
     this.#unreadable = true;
     this.#lineage.drop();
   }
-  /** The response was delivered whole. */
+  /**
+   * The response was delivered whole. It completes a snapshot (and sweeps)
+   * only if no watch of the lineage was open from its start to now: then it
+   * is the relist of the lineage's one cache. Otherwise it may be a one-off
+   * LIST whose snapshot is older than what a running watch delivered, and
+   * its items are only added.
+   */
   finish(): void {
     if (this.#unreadable || this.#start === undefined) return;
-    if (this.#token !== undefined) this.#lineage.chain(this.#start, this.#token);
-    else this.#lineage.completeSnapshot(this.#start);
+    const alone = this.#alone && this.#lineage.openWatches === 0 && this.#lineage.watchOpens === this.#opens;
+    if (this.#token !== undefined) {
+      if (alone) this.#lineage.chain(this.#start, this.#token);
+    } else if (alone) this.#lineage.completeSnapshot(this.#start);
   }
 }
 
@@ -157,11 +197,15 @@ export class WatchSink implements TapSink {
   rv: string | undefined;
   #unreadable = false;
   readonly #snapshot: number | undefined;
+  readonly #opens: number;
+  readonly #alone: boolean;
 
-  /** `snapshot`: a watch-list, whose initial events rebuild the cache. */
+  /** `snapshot`: a watch-list, whose initial events rebuild the cache. Made before the watch counts as open. */
   constructor(lineage: Lineage, snapshot: boolean) {
     this.lineage = lineage;
     this.#snapshot = snapshot ? lineage.beginSnapshot() : undefined;
+    this.#opens = lineage.watchOpens;
+    this.#alone = lineage.openWatches === 0;
   }
   get readable(): boolean {
     return !this.#unreadable;
@@ -183,9 +227,10 @@ export class WatchSink implements TapSink {
     this.#unreadable = true;
     this.lineage.drop();
   }
-  /** The watch-list's initial events are through. */
+  /** The watch-list's initial events are through; a snapshot only if this watch had the lineage to itself (see ListSink.finish). */
   initialEventsEnded(): void {
-    if (this.#snapshot !== undefined && !this.#unreadable) this.lineage.completeSnapshot(this.#snapshot);
+    const alone = this.#alone && this.lineage.openWatches === 1 && this.lineage.watchOpens === this.#opens + 1;
+    if (this.#snapshot !== undefined && !this.#unreadable && alone) this.lineage.completeSnapshot(this.#snapshot);
   }
 }
 
@@ -215,12 +260,12 @@ export class Lineages {
   /** Drops the indexes of lineages idle for {@link IDLE_INDEX_MS}. */
   prune(now: number): void {
     this.#lastPrune = now;
-    for (const l of this.#byKey.values()) if (l.openWatches === 0 && now - l.lastUsed > IDLE_INDEX_MS && l.complete) l.drop();
+    for (const l of this.#byKey.values()) if (l.openWatches === 0 && l.inflight === 0 && now - l.lastUsed > IDLE_INDEX_MS && (l.complete || l.size > 0)) l.drop();
   }
 
   #evict(): void {
     let oldest: Lineage | undefined;
-    for (const l of this.#byKey.values()) if (l.openWatches === 0 && (oldest === undefined || l.lastUsed < oldest.lastUsed)) oldest = l;
+    for (const l of this.#byKey.values()) if (l.openWatches === 0 && l.inflight === 0 && (oldest === undefined || l.lastUsed < oldest.lastUsed)) oldest = l;
     if (oldest !== undefined) this.#byKey.delete(oldest.key);
   }
 
@@ -238,7 +283,7 @@ export class Lineages {
    */
   betweenListAndWatch(epoch: number, windowMs: number): Lineage[] {
     const now = this.#now();
-    return [...this.#byKey.values()].filter((l) => l.openWatches === 0 && (l.inflightLists > 0 || (l.listEpoch === epoch && now - l.lastUsed < windowMs)));
+    return [...this.#byKey.values()].filter((l) => l.openWatches === 0 && (l.inflight > 0 || (l.listEpoch === epoch && now - l.lastUsed < windowMs)));
   }
 
   /** Indexed objects over all lineages, for metrics. */
@@ -251,6 +296,8 @@ export class Lineages {
 
 /** The lineage key of a sharded request: its path, its selectors and its `as=` transform. */
 export function lineageKey(path: string, query: URLSearchParams, accept: string | undefined): string {
-  const as = /;\s*as=([^;,\s]+)/i.exec(accept ?? "")?.[1] ?? "";
+  // client-go's metadata client asks for as=PartialObjectMetadataList on
+  // LIST and as=PartialObjectMetadata on WATCH: one cache, one lineage.
+  const as = (/;\s*as=([^;,\s]+)/i.exec(accept ?? "")?.[1] ?? "").replace(/List$/, "");
   return JSON.stringify([path, query.get("labelSelector") ?? "", query.get("fieldSelector") ?? "", as]);
 }

@@ -125,6 +125,8 @@ interface ShardedState {
   readonly epoch: number;
   readonly query: URLSearchParams;
   readonly lineage: Lineage;
+  /** Ends the request's in-flight count on its lineage (idempotent). */
+  readonly landed: () => void;
 }
 
 interface OpenWatch {
@@ -140,6 +142,8 @@ interface OpenWatch {
   terminate(message: string): void;
   /** Synthetic DELETEDs for `leaving`, then filtering with `ranges`; false when the watch cannot narrow now. */
   narrow(ranges: readonly Range[], leaving: readonly DeliveredObject[], epoch: number): boolean;
+  /** Whether {@link narrow} would succeed right now. */
+  narrowable(): boolean;
 }
 
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "trailer"]);
@@ -178,13 +182,15 @@ export class ShardProxy {
   readonly #unsubscribe: () => void;
   #closed = false;
   /** Sharded requests waiting for the first ranges (see `waitForRangesMs`), by resource. */
-  #held: Array<{ readonly resource: string; readonly release: () => void }> | undefined;
+  #held: Array<{ readonly lineage: string; readonly release: () => void }> | undefined;
   /**
-   * Resources whose held requests were released into the first ranges: the
+   * Lineages whose held requests were released into the first ranges: the
    * generation waits for them, and a completed LIST counts (a held LIST may
    * be a one-off with no watch to follow it).
    */
   readonly #heldOwed = new Set<string>();
+  /** Ring mode (ownership that changes): a resume this proxy cannot place is refused. */
+  readonly #dynamic: boolean;
   /** Resources owed only because a lineage may be between its LIST and WATCH; released after a bound. */
   #tentative = new Set<string>();
 
@@ -212,6 +218,7 @@ export class ShardProxy {
       if (accept !== undefined) proxyReq.setHeader("accept", accept);
     });
     this.#sharded.on("proxyRes", (proxyRes, req, res) => this.#onShardedResponse(proxyRes, req, res));
+    this.#dynamic = opts.ownership.markApplied !== undefined;
     this.#relists = new RelistTracker((g) => {
       opts.logger.info({ generation: g }, "every watched resource relisted under the new ranges");
       opts.ownership.markApplied?.(g);
@@ -259,7 +266,7 @@ export class ShardProxy {
     const id = resourceId(cls.resource);
     if (this.#held !== undefined) {
       const held = this.#held;
-      const entry = { resource: id, release: () => this.handle(req, res) };
+      const entry = { lineage: lineageKey(cls.path, cls.query, req.headers.accept), release: () => this.handle(req, res) };
       held.push(entry);
       res.on("close", () => {
         const i = held.indexOf(entry);
@@ -290,15 +297,28 @@ export class ShardProxy {
       // ranges changed since that LIST, the controller's cache holds the old
       // shard: resuming would keep objects it no longer owns and miss the
       // ones it gained. 410 makes its reflector relist instead.
-      const listed = lineage.listEpoch;
-      if (listed !== undefined && listed < this.#epoch) {
+      // In ring mode a resume this proxy cannot place (its LIST went through
+      // another proxy process, before a restart) is refused too: the ranges
+      // may have moved meanwhile.
+      const listed = lineage.epochOfResume(cls.query.get("resourceVersion") ?? "");
+      if (listed === undefined ? this.#dynamic : listed < this.#epoch) {
         this.#statsFor(id).forcedRelists++;
         this.#opts.metrics.forcedRelists.inc({ resource: id });
         sendStatus(res, 410, `shardcar: shard ranges changed since this watch's list; relist required`, "Expired");
         return;
       }
     }
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage });
+    // In flight until answered: a range change meanwhile must know of it.
+    lineage.inflight++;
+    let flying = true;
+    const landed = (): void => {
+      if (!flying) return;
+      flying = false;
+      lineage.inflight--;
+      this.#lineages.touch(lineage);
+    };
+    res.on("close", landed);
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed });
     this.#sharded.web(req, res);
   };
 
@@ -423,9 +443,7 @@ export class ShardProxy {
     // table: the informer would list nothing and might be between its LIST
     // and its WATCH, with nothing open to end, when its ranges arrive.
     const first = next.generation !== 0 && next.ranges.length > 0;
-    const held = first && this.#held !== undefined ? this.#held.map((h) => h.resource) : [];
-    // Only the first generation's held requests count this way.
-    this.#heldOwed.clear();
+    const held = first && this.#held !== undefined ? this.#held.map((h) => h.lineage) : [];
     for (const r of held) this.#heldOwed.add(r);
     try {
       this.#changeRanges(next, prev, held);
@@ -435,9 +453,10 @@ export class ShardProxy {
     if (held.length > 0) {
       // A held request whose client went away never completes: do not let
       // it hold the generation back for good.
-      const epoch = this.#epoch;
       setTimeout(() => {
-        for (const r of held) if (this.#heldOwed.delete(r)) this.#relists.relisted(r, epoch);
+        // Under the epoch of now: the obligation may have been carried over
+        // to later generations.
+        for (const r of held) if (this.#heldOwed.delete(r)) this.#relists.relisted(r, this.#epoch);
       }, Math.max(this.#opts.betweenListAndWatchMs ?? 5000, this.#opts.waitForRangesMs ?? 0)).unref();
     }
   }
@@ -468,13 +487,13 @@ export class ShardProxy {
     // Still owed from an earlier change only tentatively: stays tentative.
     const tentative = new Set(owedBefore.filter((r) => this.#tentative.has(r)));
     const owedForReal = new Set(owedBefore.filter((r) => !this.#tentative.has(r)));
-    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) if (!owedForReal.has(l.resource)) tentative.add(l.resource);
+    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) if (!owedForReal.has(l.key)) tentative.add(l.key);
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
     for (const r of tentative) watched.add(r);
     for (const w of ending) {
-      watched.add(w.resource);
-      tentative.delete(w.resource);
+      watched.add(w.lineage.key);
+      tentative.delete(w.lineage.key);
       w.doomed = true;
       const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
       if (delay === 0) w.terminate(message);
@@ -518,7 +537,9 @@ export class ShardProxy {
               ? "another of its watches is ending"
               : watches.some((w) => w.epoch !== prevEpoch || difference(ranges, w.ranges).length > 0)
                 ? "the ranges grow"
-                : undefined;
+                : watches.some((w) => !w.narrowable())
+                  ? "a watch is not between events past its initial events"
+                  : undefined;
       if (why !== undefined) {
         this.#opts.logger.debug({ lineage: lineage.key, watches: watches.length, why }, "relisting instead of narrowing in place");
         ending.push(...watches);
@@ -601,19 +622,11 @@ export class ShardProxy {
       const tap = encoding === "json" ? createJsonListTap(sink) : createProtoListTap(sink);
       filter.on("data", (b: Buffer) => tap.write(b));
     }
-    st.lineage.inflightLists++;
-    let counted = true;
-    const uncount = (): void => {
-      if (!counted) return;
-      counted = false;
-      st.lineage.inflightLists--;
-      this.#lineages.touch(st.lineage);
-    };
-    res.on("close", uncount);
     const done = (err: Error | null | undefined): void => {
+      if (!err && sink?.rv !== undefined && !st.query.has("continue")) st.lineage.rememberList(sink.rv, st.epoch);
       this.#finishList(id, st, filter.stats, err, res);
       if (!err) sink?.finish();
-      uncount();
+      st.landed();
     };
     if (this.#opts.fallback === "fail") {
       this.#serveListOrRefuse(id, proxyRes, filter, res, headers, done);
@@ -707,12 +720,23 @@ export class ShardProxy {
     // watching from it; the relist counts then (see #serveWatch).
     if (!st.query.has("continue")) {
       st.lineage.listEpoch = st.epoch;
-      if (this.#heldOwed.delete(id)) this.#relists.relisted(id, st.epoch);
+      if (this.#heldOwed.delete(st.lineage.key)) this.#relists.relisted(st.lineage.key, st.epoch);
     }
   }
 
   #serveWatch(st: ShardedState, encoding: Encoding, proxyRes: Readable, res: ServerResponse, headers: Record<string, string | string[]>): void {
     const id = resourceId(st.request.resource);
+    st.landed();
+    if (st.epoch < this.#epoch) {
+      // Sent upstream under older ranges, answered after they changed: this
+      // watch missed its narrowing or widening. It relists instead.
+      proxyRes.destroy();
+      this.#statsFor(id).forcedRelists++;
+      this.#opts.metrics.forcedRelists.inc({ resource: id });
+      res.writeHead(200, headers);
+      res.end(watchErrorEvent(encoding, 410, "shardcar: shard ranges changed while this watch was being opened; relist required", "Expired"));
+      return;
+    }
     const q = st.query;
     const rv = q.get("resourceVersion");
     const initialEvents = isTrue(q.get("sendInitialEvents")) || rv === null || rv === "" || rv === "0";
@@ -737,6 +761,8 @@ export class ShardProxy {
         : createProtoWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxFrameBytes: this.#opts.maxItemBytes }) });
     const m = this.#opts.metrics;
     let finished = false;
+    // The client's resume point: the newest RV it was handed, or the one it resumed from.
+    const clientRv = (): string | undefined => sink?.rv ?? (isResumingWatch(q) ? (rv ?? undefined) : undefined);
     const watch: OpenWatch = {
       resource: id,
       epoch: st.epoch,
@@ -750,13 +776,12 @@ export class ShardProxy {
         proxyRes.destroy();
         if (!res.writableEnded) res.end(watchErrorEvent(encoding, 410, message, "Expired"));
       },
+      narrowable: () => !finished && sink !== undefined && sink.readable && filter.narrowable && clientRv() !== undefined,
       narrow: (ranges, leaving, epoch) => {
-        if (finished || sink === undefined || !sink.readable) return false;
-        // The client's resume point: the newest RV it was handed, or the one it resumed from.
-        const clientRv = sink.rv ?? (isResumingWatch(q) ? (rv ?? undefined) : undefined);
+        const resumeAt = clientRv();
         const type = st.lineage.typeMeta;
-        if (clientRv === undefined || type === undefined) return false;
-        const events = leaving.map((o) => syntheticDelete(encoding, type, o, clientRv));
+        if (finished || sink === undefined || !sink.readable || resumeAt === undefined || type === undefined) return false;
+        const events = leaving.map((o) => syntheticDelete(encoding, type, o, resumeAt));
         if (!filter.narrow(matcherFor(ranges), events)) return false;
         watch.ranges = ranges;
         watch.epoch = epoch;
@@ -770,6 +795,7 @@ export class ShardProxy {
     };
     this.#watches.add(watch);
     st.lineage.openWatches++;
+    st.lineage.watchOpens++;
     m.activeWatches.inc({ resource: id });
     if (watchList) {
       // A watch-list is a relist: done once its initial events are through,
@@ -777,12 +803,12 @@ export class ShardProxy {
       filter.once("initial-events-end", () => {
         sink?.initialEventsEnded();
         if (st.lineage.listEpoch === undefined || st.lineage.listEpoch < st.epoch) st.lineage.listEpoch = st.epoch;
-        this.#relists.relisted(id, st.epoch);
+        this.#relists.relisted(st.lineage.key, st.epoch);
       });
-    } else if (!isResumingWatch(q) || st.lineage.listEpoch === st.epoch) {
+    } else if (!isResumingWatch(q) || st.lineage.epochOfResume(rv ?? "") === st.epoch) {
       // A watch from "now" with initial state, or one resuming from a list of
       // this epoch: the cache is the new shard's from here on.
-      this.#relists.relisted(id, st.epoch);
+      this.#relists.relisted(st.lineage.key, st.epoch);
     }
     res.writeHead(200, headers);
     // Headers now, not with the first event: a reflector waits for them.

@@ -50,6 +50,9 @@ t.test("a watch-list is a snapshot; an unreadable stream makes the index untrust
   const l = new Lineage("k", "uid", "pods", 0);
   l.upsert(pod("stale"));
   const w = new WatchSink(l, true);
+  // The proxy counts the watch open right after making its sink.
+  l.openWatches++;
+  l.watchOpens++;
   w.upsert(pod("a"));
   w.initialEventsEnded();
   t.ok(l.complete);
@@ -90,4 +93,21 @@ t.test("lineage keys: path, selectors and the as= transform; idle indexes are dr
   ls.get("b", "uid", "pods");
   t.notOk(l.complete, "idle for too long: dropped, so the next narrowing relists");
   t.equal(ls.indexed(), 0);
+});
+
+t.test("a snapshot another watch of the lineage overlapped only adds: it may be older than what that watch delivered", async (t) => {
+  const l = new Lineage("k", "uid", "pods", 0);
+  new ListSink(l, undefined).finish();
+  t.ok(l.complete, "the informer's own first LIST");
+  l.openWatches = 1;
+  l.watchOpens = 1;
+  l.upsert(pod("z"));
+  const oneOff = new ListSink(l, undefined);
+  oneOff.upsert(pod("a"));
+  oneOff.finish();
+  t.same(l.leaving([]).map((o) => o.name).sort(), ["a", "z"], "z, delivered by the running watch, is not swept");
+  l.rememberList("10", 1);
+  l.listEpoch = 2;
+  t.equal(l.epochOfResume("10"), 1, "a resume from a remembered LIST gets that LIST's epoch");
+  t.equal(l.epochOfResume("99"), 2, "any other resume, the lineage's newest");
 });

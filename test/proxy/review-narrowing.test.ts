@@ -3,7 +3,8 @@
  * requests). Each test drives the real ShardProxy against a hand-written
  * upstream whose LIST/WATCH answers and timing the test controls, so each
  * race is deterministic. Every test here asserts the CORRECT behaviour and
- * fails on the code as reviewed (review of 2026-11-30):
+ * failed on the code as reviewed (review of 2026-11-30), and passes since
+ * the fixes that followed it:
  *
  *   A, A'  requests in flight upstream during a range change are invisible
  *   B      a one-off LIST of the same lineage stands in for the informer's relist
@@ -277,7 +278,9 @@ t.test("D: a held one-off LIST still in flight when the next generation arrives 
 
 t.test("E: after a sidecar restart, a held WATCH resuming from a LIST this proxy never saw is served under the first ranges and the generation is applied", async (t) => {
   const own = new MutableOwnership({ generation: 0, ranges: [] });
-  const { f, proxy } = await setup(t, own, { waitForRangesMs: 300, betweenListAndWatchMs: 200 });
+  // A held request's obligation is bounded by waitForRangesMs (a client may
+  // vanish while held): long enough here for the check below.
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 3000, betweenListAndWatchMs: 200 });
   // The controller kept running; its informer (cache built through the
   // previous proxy process, under ranges this process does not know)
   // reconnects and resumes from its last resourceVersion.

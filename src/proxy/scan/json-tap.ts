@@ -16,6 +16,7 @@ const L_ROOT = 1;
 const L_KIND = 2;
 const L_API_VERSION = 3;
 const L_CONTINUE = 5;
+const L_RV = 6;
 const L_ITEM = 7;
 const L_NAME = 9;
 const L_NAMESPACE = 10;
@@ -27,7 +28,7 @@ const LIST_PATHS = compilePaths({
   keys: {
     kind: { id: L_KIND },
     apiVersion: { id: L_API_VERSION },
-    metadata: { keys: { continue: { id: L_CONTINUE } } },
+    metadata: { keys: { continue: { id: L_CONTINUE }, resourceVersion: { id: L_RV } } },
     items: { element: { id: L_ITEM, keys: { metadata: { keys: { name: { id: L_NAME }, namespace: { id: L_NAMESPACE }, uid: { id: L_UID } } } } } },
     // A Table's rows are not cached objects: nothing to index.
     rows: { id: L_ROWS },
@@ -143,6 +144,9 @@ class JsonListTap extends JsonTap {
         return;
       case L_API_VERSION:
         this.#apiVersion = v();
+        return;
+      case L_RV:
+        this.sink.resourceVersion(v());
         return;
       case L_CONTINUE: {
         const token = v();

@@ -128,6 +128,10 @@ class EventInfo {
   apiVersion: string | undefined;
   meta = false;
   key = NO_KEY;
+  /** Absolute offsets of the key's raw bytes (between its quotes), for a re-judgement. */
+  keyStart = -1;
+  keyEnd = -1;
+  keyEscaped = false;
   rv: string | undefined;
   initialEnd = false;
   columnsKind = 0;
@@ -150,6 +154,8 @@ class EventInfo {
     this.apiVersion = undefined;
     this.meta = false;
     this.key = NO_KEY;
+    this.keyStart = this.keyEnd = -1;
+    this.keyEscaped = false;
     this.rv = undefined;
     this.initialEnd = false;
     this.columnsKind = 0;
@@ -334,9 +340,19 @@ class WatchFilterEngine implements ScanSink {
     return !this.terminated && !this.lineOpen && this.pacer.initialEventsDone && !this.sawTable;
   }
 
+  /**
+   * The event in progress, if its key was already judged, is judged again
+   * with the new matcher from the held bytes (the whole event is held from
+   * its first byte until it is finished): it is delivered after the
+   * synthetic DELETEDs, so the old verdict must not let it through.
+   */
   setMatcher(matcher: HashMatcher): void {
     this.matcher = matcher;
     this.emptyInRange = matcher.matchesBytes(new Uint8Array(0), 0, 0);
+    const ev = this.ev;
+    if (ev.start < 0 || ev.key === NO_KEY || ev.keyStart < ev.start) return;
+    const held = Buffer.concat(this.held);
+    ev.key = this.match(held, ev.keyStart - ev.start, ev.keyEnd - ev.start, ev.keyEscaped);
   }
 
   write(chunk: Buffer): Buffer[] {
@@ -497,6 +513,9 @@ class WatchFilterEngine implements ScanSink {
         return;
       case KEY:
         ev.key = this.match(buf, start, end, escaped);
+        ev.keyEnd = after - 1;
+        ev.keyStart = ev.keyEnd - (end - start);
+        ev.keyEscaped = escaped;
         break;
       case ROW_KEY:
         ev.rowKey = this.match(buf, start, end, escaped);
@@ -640,8 +659,12 @@ class JsonWatchFilter extends Transform {
     this.#onDeliver = opts.onDeliver;
   }
 
+  get narrowable(): boolean {
+    return !this.#ended && !this.readableEnded && !this.destroyed && this.#engine.canNarrow;
+  }
+
   narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean {
-    if (this.#ended || this.readableEnded || this.destroyed || !this.#engine.canNarrow) return false;
+    if (!this.narrowable) return false;
     this.#engine.setMatcher(matcher);
     this.#send([...events]);
     return true;

@@ -16,6 +16,7 @@ const META_NAME = 1;
 const META_NAMESPACE = 3;
 const META_UID = 5;
 const META_RESOURCE_VERSION = 6;
+const LIST_META_RESOURCE_VERSION = 2;
 const LIST_META_CONTINUE = 3;
 
 function str(buf: Uint8Array, start: number, end: number): string {
@@ -200,7 +201,11 @@ class ProtoListTap implements Tap {
     else if (level === ITEM) readObjectMeta(b, 0, b.length, this.#meta, this.#r);
     else {
       const r = this.#r.reset(b, 0, b.length);
-      while (r.next()) if (r.field === LIST_META_CONTINUE && r.wire === WIRE_LEN && r.valueEnd > r.valueStart) this.#sink.continueToken(str(b, r.valueStart, r.valueEnd));
+      while (r.next()) {
+        if (r.wire !== WIRE_LEN || r.valueEnd === r.valueStart) continue;
+        if (r.field === LIST_META_CONTINUE) this.#sink.continueToken(str(b, r.valueStart, r.valueEnd));
+        else if (r.field === LIST_META_RESOURCE_VERSION) this.#sink.resourceVersion(str(b, r.valueStart, r.valueEnd));
+      }
     }
     this.#collect = Buffer.alloc(0);
     this.#done();

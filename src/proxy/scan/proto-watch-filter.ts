@@ -200,8 +200,12 @@ class ProtoWatchFilter extends Transform {
   }
 
   /** See {@link NarrowableWatchFilter.narrow}; between chunks every judged frame has been sent. */
+  get narrowable(): boolean {
+    return !this.dead && !this.readableEnded && !this.destroyed && this.pacer.initialEventsDone;
+  }
+
   narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean {
-    if (this.dead || this.readableEnded || this.destroyed || !this.pacer.initialEventsDone) return false;
+    if (!this.narrowable) return false;
     this.matcher = matcher;
     for (const e of events) this.send(e);
     return true;

@@ -53,6 +53,8 @@ export interface NarrowableWatchFilter extends Transform {
    * its initial events, so nothing the old matcher passed can follow them.
    */
   narrow(matcher: HashMatcher, events: readonly Buffer[]): boolean;
+  /** Whether {@link narrow} would accept right now. */
+  readonly narrowable: boolean;
 }
 
 /**

@@ -22,7 +22,7 @@ export interface TapSink {
   remove(namespace: string, name: string): void;
   /** The kind and apiVersion of the delivered objects (a list's, with `List` removed). */
   typeMeta(apiVersion: string, kind: string): void;
-  /** Watch only: the client's resourceVersion is now `rv` (an event or a bookmark went out). */
+  /** Watch: the client's resourceVersion is now `rv` (an event or a bookmark went out). List: the list's resourceVersion. */
   resourceVersion(rv: string): void;
   /** List only: the list metadata carried this `continue` token. */
   continueToken(token: string): void;
