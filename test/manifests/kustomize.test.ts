@@ -6,7 +6,7 @@
  * manager's security settings, and that the example controllers' pod
  * templates are accepted by the webhook's own decision function.
  *
- * js-yaml (a devDependency) parses the output: the
+ * js-yaml (the sidecar's kubeconfig parser) parses the output: the
  * client's own loadAllYaml would round-trip it through typed models.
  */
 import t from "tap";
