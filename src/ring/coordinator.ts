@@ -9,8 +9,9 @@
  * effects (only `fence` touches the API), writes the status, and sleeps
  * until the next Lease transition or deadline.
  */
-import type { KubeConfig, V1Lease } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
+import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { coverage, initialState, nextWakeMs, step, tablesOf, type Effect, type HandoffPolicy, type MemberObservation, type RingState } from "./handoff.ts";
@@ -29,6 +30,7 @@ import {
   renewalRecord,
   RingApi,
   watchObjects,
+  type Lease,
   type RingObject,
 } from "./kube.ts";
 import { checkMemberTimings, DEFAULT_MEMBER_TIMINGS, type MemberTimings } from "./member.ts";
@@ -39,6 +41,7 @@ import { leaseTimes } from "./times.ts";
 import { decodeSpec, decodeTables, encodeTables, HandoffMode, Refusal, sameTables, type RingCondition, type RingSpec, type RingTables, type ShardRingStatusJson } from "./table.ts";
 
 export interface CoordinatorOptions {
+  /** The manager's credentials: every auth method client-node supports; the calls go through `src/kube/client.ts`. */
   readonly kubeConfig: KubeConfig;
   /** The manager's own namespace: where its election Lease lives. */
   readonly namespace: string;
@@ -79,13 +82,14 @@ export async function runCoordinator(opts: CoordinatorOptions, signal: AbortSign
   const clock = opts.clock ?? systemClock;
   const log = (opts.log ?? silentLogger()).child({ component: "ring-coordinator", identity: opts.identity });
   const metrics = opts.registry === undefined ? undefined : coordinatorMetrics(opts.registry);
-  const election = new Election(opts, timings, clock, log);
+  const api = new ApiClient(kubeConfigConnection(opts.kubeConfig));
+  const election = new Election(opts, api, timings, clock, log);
   while (!signal.aborted) {
     const leading = await election.campaign(signal);
     if (leading === undefined) break;
     log.info("leading: running the rings");
     metrics?.leader.set(1);
-    await new Rings(opts, clock, log, metrics).run(AbortSignal.any([signal, leading]));
+    await new Rings(opts, api, clock, log, metrics).run(AbortSignal.any([signal, leading]));
     metrics?.leader.set(0);
     if (!signal.aborted) log.warn("lost leadership; campaigning again");
   }
@@ -102,15 +106,15 @@ class Election {
   readonly #log: Logger;
   readonly #api: LeaseApi;
   readonly #name: string;
-  #lease: V1Lease | undefined;
+  #lease: Lease | undefined;
   #observed = { record: "", at: 0 };
 
-  constructor(o: CoordinatorOptions, t: MemberTimings, clock: Clock, log: Logger) {
+  constructor(o: CoordinatorOptions, api: ApiClient, t: MemberTimings, clock: Clock, log: Logger) {
     this.#o = o;
     this.#t = t;
     this.#clock = clock;
     this.#log = log;
-    this.#api = new LeaseApi(o.kubeConfig, t.renewDeadlineMs);
+    this.#api = new LeaseApi(api, t.renewDeadlineMs);
     this.#name = o.electionLease ?? MANAGER_LEASE;
   }
 
@@ -190,7 +194,7 @@ class Election {
     }
   }
 
-  #body(base: V1Lease | undefined, now: number): V1Lease {
+  #body(base: Lease | undefined, now: number): Lease {
     const changed = base?.spec?.holderIdentity !== this.#o.identity;
     return {
       apiVersion: "coordination.k8s.io/v1",
@@ -213,6 +217,7 @@ class Election {
 
 interface Shared {
   readonly o: CoordinatorOptions;
+  readonly api: ApiClient;
   readonly clock: Clock;
   readonly log: Logger;
   readonly metrics: CoordinatorMetrics | undefined;
@@ -220,7 +225,7 @@ interface Shared {
   readonly rings: RingApi;
   readonly events: EventSink;
   /** Member Leases by `namespace/name`. */
-  leaseObjects: ReadonlyMap<string, V1Lease>;
+  leaseObjects: ReadonlyMap<string, Lease>;
   /** ShardRings by `namespace/name`. */
   ringObjects: ReadonlyMap<string, RingObject>;
   /** When the leader last saw each Lease's renewal record change, on its own clock. */
@@ -231,16 +236,17 @@ class Rings {
   readonly #s: Shared;
   readonly #controllers = new Map<string, RingController>();
 
-  constructor(o: CoordinatorOptions, clock: Clock, log: Logger, metrics: CoordinatorMetrics | undefined) {
+  constructor(o: CoordinatorOptions, api: ApiClient, clock: Clock, log: Logger, metrics: CoordinatorMetrics | undefined) {
     this.#s = {
       o,
+      api,
       clock,
       log,
       metrics,
       // Fencing and listing Leases is not on a deadline of ours; bound it anyway.
-      leases: new LeaseApi(o.kubeConfig, 30_000),
-      rings: new RingApi(o.kubeConfig),
-      events: new EventSink(o.kubeConfig, "shardcar-manager", log),
+      leases: new LeaseApi(api, 30_000),
+      rings: new RingApi(api),
+      events: new EventSink(api, "shardcar-manager", log),
       leaseObjects: new Map(),
       ringObjects: new Map(),
       observedAt: new Map(),
@@ -250,8 +256,8 @@ class Rings {
   async run(signal: AbortSignal): Promise<void> {
     const s = this.#s;
     let synced = false;
-    const leases = watchObjects<V1Lease>({
-      kubeConfig: s.o.kubeConfig,
+    const leases = watchObjects<Lease>({
+      api: s.api,
       path: LeaseApi.path(s.o.ringNamespace),
       labelSelector: RING_LABEL,
       list: () => s.leases.list(s.o.ringNamespace, RING_LABEL),
@@ -270,7 +276,7 @@ class Rings {
       },
     });
     const rings = watchObjects<RingObject>({
-      kubeConfig: s.o.kubeConfig,
+      api: s.api,
       path: RingApi.path(s.o.ringNamespace),
       list: () => s.rings.list(s.o.ringNamespace),
       decode: decodeRing,
@@ -315,7 +321,7 @@ class Rings {
 interface MemberLease {
   readonly key: string;
   readonly member: string;
-  readonly lease: V1Lease;
+  readonly lease: Lease;
   readonly observedAt: number | undefined;
 }
 
@@ -565,7 +571,7 @@ class RingController {
   async #fence(m: MemberLease | undefined): Promise<boolean> {
     if (m === undefined) return true;
     const now = this.#s.clock.now();
-    const body: V1Lease = {
+    const body: Lease = {
       ...m.lease,
       metadata: { ...m.lease.metadata, annotations: { ...m.lease.metadata?.annotations, "shardcar.io/fenced-at": new Date(now).toISOString() } },
       spec: {

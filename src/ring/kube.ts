@@ -1,13 +1,17 @@
 /**
  * The ring's only door to the API server: typed Lease and ShardRing calls
- * over `@kubernetes/client-node`, error classification, and a list+watch
+ * over shardcar's own small client (`src/kube/client.ts`, not client-node:
+ * the sidecar's idle memory, P6), error classification, and a list+watch
  * loop that hands its caller a full snapshot after every change.
+ *
+ * Objects are plain JSON as the API sends them: times stay RFC 3339 text
+ * (read with {@link timeOf}, written with {@link microTime}).
  *
  * Only `coordinator.ts` and `member.ts` use this file; the decision files
  * never see the API.
  */
-import { ApiException, CoordinationV1Api, CoreV1Api, CustomObjectsApi, V1MicroTime, Watch, type KubeConfig, Observable, type ConfigurationOptions, type V1Lease } from "@kubernetes/client-node";
 import { ShardcarError } from "../errors.ts";
+import type { ApiClient, Query, WatchHandle } from "../kube/client.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "./clock.ts";
 import { APPLIED_ANNOTATION, FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, RING_GROUP, RING_KIND, RING_LABEL, RING_PLURAL, RING_VERSION } from "./names.ts";
@@ -15,14 +19,13 @@ import type { LeaseView } from "./times.ts";
 
 /** The HTTP status of a failed API call or watch, if it has one. */
 export function httpStatus(e: unknown): number | undefined {
-  if (e instanceof ApiException) return e.code;
   if (typeof e === "object" && e !== null && "statusCode" in e && typeof e.statusCode === "number") return e.statusCode;
   return undefined;
 }
 export const isConflict = (e: unknown): boolean => httpStatus(e) === 409;
 export const isNotFound = (e: unknown): boolean => httpStatus(e) === 404;
 
-/** A short description of an API failure for logs and conditions (never the body: it may echo a token). */
+/** A short description of an API failure for logs and conditions (the server's Status message, never a raw body: it may echo a token). */
 export function describe(e: unknown): string {
   const code = httpStatus(e);
   const msg = e instanceof Error ? e.message.split("\n")[0] ?? "" : String(e);
@@ -36,6 +39,24 @@ export interface ObjectMetaLike {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   uid?: string;
+}
+
+/** The Lease fields the ring reads and writes; other fields pass through untouched. */
+export interface LeaseSpec {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  /** RFC 3339 with microseconds, from {@link microTime}. */
+  acquireTime?: string;
+  renewTime?: string;
+  leaseTransitions?: number;
+}
+
+/** A `coordination.k8s.io/v1` Lease as the API returns it. */
+export interface Lease {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMetaLike;
+  spec?: LeaseSpec;
 }
 
 /** A ShardRing as the API returns it; spec and status are validated by `table.ts`. */
@@ -65,15 +86,20 @@ export function timeOf(v: unknown): number | undefined {
   return undefined;
 }
 
-export function microTime(ms: number): V1MicroTime {
-  return new V1MicroTime(ms);
+/** A Lease time (`metav1.MicroTime`): RFC 3339 with exactly six fractional digits, as the API server writes it. */
+export function microTime(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, -1)}000Z`;
+}
+
+function asLease(v: unknown): Lease {
+  return isRecord(v) ? v : {};
 }
 
 /**
  * The parts of a member Lease the leader decides on. `renewedAt` is whatever
  * the caller passes: the leader's own observation time of the last change.
  */
-export function leaseView(lease: V1Lease, renewedAt: number | undefined): LeaseView {
+export function leaseView(lease: Lease, renewedAt: number | undefined): LeaseView {
   const d = lease.spec?.leaseDurationSeconds;
   return {
     holder: lease.spec?.holderIdentity,
@@ -84,14 +110,14 @@ export function leaseView(lease: V1Lease, renewedAt: number | undefined): LeaseV
 }
 
 /** The member's reported applied generation; 0 for absent or unreadable values. */
-export function appliedOf(lease: V1Lease): number {
+export function appliedOf(lease: Lease): number {
   const v = lease.metadata?.annotations?.[APPLIED_ANNOTATION];
   const n = v === undefined ? 0 : Number(v);
   return Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 
 /** The ring and member a Lease belongs to, or undefined for a Lease that is not a member Lease. */
-export function memberOf(lease: V1Lease): { ring: string; member: string } | undefined {
+export function memberOf(lease: Lease): { ring: string; member: string } | undefined {
   const ring = lease.metadata?.labels?.[RING_LABEL];
   const name = lease.metadata?.name;
   if (ring === undefined || ring === "" || name === undefined) return undefined;
@@ -101,7 +127,7 @@ export function memberOf(lease: V1Lease): { ring: string; member: string } | und
 }
 
 /** What changes when a holder renews: compared to tell a renewal from other edits (e.g. annotations). */
-export function renewalRecord(lease: V1Lease): string {
+export function renewalRecord(lease: Lease): string {
   return `${lease.spec?.holderIdentity ?? ""}|${String(timeOf(lease.spec?.renewTime) ?? "")}|${lease.spec?.leaseTransitions ?? 0}`;
 }
 
@@ -109,29 +135,12 @@ export function isFencedHolder(holder: string | undefined): boolean {
   return holder !== undefined && holder.startsWith(FENCED_PREFIX);
 }
 
-/**
- * Per-call options that abort a request after `ms`. The generated clients
- * have no timeout of their own, and a renewal that hangs forever would stall
- * the loop that must keep retrying it.
- */
-function timeout(ms: number): ConfigurationOptions {
-  return {
-    middleware: [
-      {
-        pre: (ctx) => {
-          ctx.setSignal(AbortSignal.timeout(ms));
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res) => new Observable(Promise.resolve(res)),
-      },
-    ],
-    middlewareMergeStrategy: "append",
-  };
-}
-
 // Reads and writes of ShardRings and Events: generous, they are not on a
 // deadline, but they must not hang a ring's reconcile loop forever.
 const RING_CALL_TIMEOUT_MS = 30_000;
+
+const enc = encodeURIComponent;
+const LEASES = "/apis/coordination.k8s.io/v1";
 
 /**
  * Lease calls; a 404 on read is `undefined`, every other failure throws (409
@@ -139,55 +148,64 @@ const RING_CALL_TIMEOUT_MS = 30_000;
  * `timeoutMs`: a Lease call that outlives its renew deadline is useless.
  */
 export class LeaseApi {
-  readonly #api: CoordinationV1Api;
-  readonly #opts: ConfigurationOptions;
-  constructor(kc: KubeConfig, timeoutMs: number) {
-    this.#api = kc.makeApiClient(CoordinationV1Api);
-    this.#opts = timeout(timeoutMs);
+  readonly #api: ApiClient;
+  readonly #timeoutMs: number;
+  constructor(api: ApiClient, timeoutMs: number) {
+    this.#api = api;
+    this.#timeoutMs = timeoutMs;
   }
-  async get(namespace: string, name: string): Promise<V1Lease | undefined> {
+  #one(namespace: string, name: string): string {
+    return `${LeaseApi.path(namespace)}/${enc(name)}`;
+  }
+  async get(namespace: string, name: string): Promise<Lease | undefined> {
     try {
-      return await this.#api.readNamespacedLease({ name, namespace }, this.#opts);
+      return asLease(await this.#api.request("GET", this.#one(namespace, name), { timeoutMs: this.#timeoutMs }));
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
     }
   }
-  create(namespace: string, body: V1Lease): Promise<V1Lease> {
-    return this.#api.createNamespacedLease({ namespace, body }, this.#opts);
+  async create(namespace: string, body: Lease): Promise<Lease> {
+    return asLease(await this.#api.request("POST", LeaseApi.path(namespace), { body, timeoutMs: this.#timeoutMs }));
   }
   /** PUT with the body's `metadata.resourceVersion`: 409 when someone else wrote first. */
-  replace(namespace: string, body: V1Lease): Promise<V1Lease> {
-    return this.#api.replaceNamespacedLease({ name: body.metadata?.name ?? "", namespace, body }, this.#opts);
+  async replace(namespace: string, body: Lease): Promise<Lease> {
+    return asLease(await this.#api.request("PUT", this.#one(namespace, body.metadata?.name ?? ""), { body, timeoutMs: this.#timeoutMs }));
   }
   async delete(namespace: string, name: string): Promise<void> {
     try {
-      await this.#api.deleteNamespacedLease({ name, namespace }, this.#opts);
+      await this.#api.request("DELETE", this.#one(namespace, name), { timeoutMs: this.#timeoutMs });
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
   }
-  async list(namespace: string | undefined, labelSelector: string): Promise<{ items: V1Lease[]; resourceVersion: string }> {
-    const l = namespace === undefined ? await this.#api.listLeaseForAllNamespaces({ labelSelector }, this.#opts) : await this.#api.listNamespacedLease({ namespace, labelSelector }, this.#opts);
-    return { items: l.items, resourceVersion: l.metadata?.resourceVersion ?? "" };
+  async list(namespace: string | undefined, labelSelector: string): Promise<{ items: Lease[]; resourceVersion: string }> {
+    return listOf(await this.#api.request("GET", LeaseApi.path(namespace), { query: { labelSelector }, timeoutMs: this.#timeoutMs }), asLease);
   }
   static path(namespace: string | undefined): string {
-    return namespace === undefined ? "/apis/coordination.k8s.io/v1/leases" : `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`;
+    return namespace === undefined ? `${LEASES}/leases` : `${LEASES}/namespaces/${enc(namespace)}/leases`;
   }
 }
 
-const RING = { group: RING_GROUP, version: RING_VERSION, plural: RING_PLURAL } as const;
+function listOf<T>(raw: unknown, as: (v: unknown) => T): { items: T[]; resourceVersion: string } {
+  const list = isRecord(raw) ? raw : {};
+  const items = Array.isArray(list["items"]) ? (list["items"] as unknown[]).map(as) : [];
+  const meta = isRecord(list["metadata"]) ? list["metadata"] : {};
+  return { items, resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "" };
+}
 
 /** ShardRing calls. */
 export class RingApi {
-  readonly #api: CustomObjectsApi;
-  readonly #opts = timeout(RING_CALL_TIMEOUT_MS);
-  constructor(kc: KubeConfig) {
-    this.#api = kc.makeApiClient(CustomObjectsApi);
+  readonly #api: ApiClient;
+  constructor(api: ApiClient) {
+    this.#api = api;
+  }
+  #one(namespace: string, name: string): string {
+    return `${RingApi.path(namespace)}/${enc(name)}`;
   }
   async get(namespace: string, name: string): Promise<RingObject | undefined> {
     try {
-      return asRing(await this.#api.getNamespacedCustomObject({ ...RING, namespace, name }, this.#opts));
+      return asRing(await this.#api.request("GET", this.#one(namespace, name), { timeoutMs: RING_CALL_TIMEOUT_MS }));
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
@@ -195,58 +213,51 @@ export class RingApi {
   }
   async create(namespace: string, name: string, spec: Record<string, unknown>): Promise<RingObject> {
     const body = { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, metadata: { name, namespace }, spec };
-    return asRing(await this.#api.createNamespacedCustomObject({ ...RING, namespace, body }, this.#opts));
+    return asRing(await this.#api.request("POST", RingApi.path(namespace), { body, timeoutMs: RING_CALL_TIMEOUT_MS }));
   }
   /** PUT to `/status` with the body's resourceVersion: 409 when the object changed since it was read. */
   async replaceStatus(namespace: string, name: string, body: RingObject): Promise<RingObject> {
-    return asRing(await this.#api.replaceNamespacedCustomObjectStatus({ ...RING, namespace, name, body }, this.#opts));
+    return asRing(await this.#api.request("PUT", `${this.#one(namespace, name)}/status`, { body, timeoutMs: RING_CALL_TIMEOUT_MS }));
   }
   async list(namespace: string | undefined, fieldSelector?: string): Promise<{ items: RingObject[]; resourceVersion: string }> {
-    const raw: unknown =
-      namespace === undefined
-        ? await this.#api.listClusterCustomObject({ ...RING, ...(fieldSelector === undefined ? {} : { fieldSelector }) }, this.#opts)
-        : await this.#api.listNamespacedCustomObject({ ...RING, namespace, ...(fieldSelector === undefined ? {} : { fieldSelector }) }, this.#opts);
-    const list = isRecord(raw) ? raw : {};
-    const items = Array.isArray(list["items"]) ? (list["items"] as unknown[]).map(asRing) : [];
-    const meta = isRecord(list["metadata"]) ? list["metadata"] : {};
-    return { items, resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "" };
+    return listOf(await this.#api.request("GET", RingApi.path(namespace), { query: { fieldSelector }, timeoutMs: RING_CALL_TIMEOUT_MS }), asRing);
   }
   static path(namespace: string | undefined): string {
-    return namespace === undefined ? `/apis/${RING_GROUP}/${RING_VERSION}/${RING_PLURAL}` : `/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${namespace}/${RING_PLURAL}`;
+    return namespace === undefined ? `/apis/${RING_GROUP}/${RING_VERSION}/${RING_PLURAL}` : `/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${enc(namespace)}/${RING_PLURAL}`;
   }
 }
 
 /** Warning Events about a ShardRing. Best effort: Events are for people, and a cluster may refuse them. */
 export class EventSink {
-  readonly #api: CoreV1Api;
+  readonly #api: ApiClient;
   readonly #component: string;
   readonly #log: Logger;
-  constructor(kc: KubeConfig, component: string, log: Logger) {
-    this.#api = kc.makeApiClient(CoreV1Api);
+  constructor(api: ApiClient, component: string, log: Logger) {
+    this.#api = api;
     this.#component = component;
     this.#log = log;
   }
   async warn(ring: RingObject, reason: string, message: string, now: number): Promise<void> {
     const namespace = ring.metadata?.namespace ?? "default";
     const name = ring.metadata?.name ?? "";
+    const at = new Date(now).toISOString();
     try {
-      await this.#api.createNamespacedEvent(
-        {
-        namespace,
+      await this.#api.request("POST", `/api/v1/namespaces/${enc(namespace)}/events`, {
         body: {
+          apiVersion: "v1",
+          kind: "Event",
           metadata: { generateName: `${name}.`, namespace },
           involvedObject: { apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, name, namespace, ...(ring.metadata?.uid === undefined ? {} : { uid: ring.metadata.uid }) },
           reason,
           message,
           type: "Warning",
           source: { component: this.#component },
-          firstTimestamp: new Date(now),
-          lastTimestamp: new Date(now),
+          firstTimestamp: at,
+          lastTimestamp: at,
           count: 1,
         },
-        },
-        timeout(RING_CALL_TIMEOUT_MS),
-      );
+        timeoutMs: RING_CALL_TIMEOUT_MS,
+      });
     } catch (e) {
       this.#log.debug({ ring: `${namespace}/${name}`, reason, err: describe(e) }, "could not record event");
     }
@@ -258,7 +269,7 @@ function keyOf(o: { metadata?: ObjectMetaLike }): string {
 }
 
 export interface WatchOptions<T extends { metadata?: ObjectMetaLike }> {
-  readonly kubeConfig: KubeConfig;
+  readonly api: ApiClient;
   /** The collection path, e.g. from {@link LeaseApi.path}. */
   readonly path: string;
   readonly labelSelector?: string | undefined;
@@ -287,45 +298,39 @@ const RETRY_MAX_MS = 5_000;
  * after the first successful list.
  */
 export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: WatchOptions<T>): { stop: () => void; synced: Promise<void> } {
-  const watch = new Watch(opts.kubeConfig);
   const stopper = new AbortController();
   let objects = new Map<string, T>();
   let rv = "";
-  let request: AbortController | undefined;
+  let request: WatchHandle | undefined;
   let markSynced: () => void = () => {};
   const synced = new Promise<void>((resolve) => (markSynced = resolve));
 
-  const watchOnce = (): Promise<{ err: unknown; expired: boolean }> =>
-    new Promise((resolve) => {
-      let expired = false;
-      const params: Record<string, string | number | boolean> = { resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS };
-      if (opts.labelSelector !== undefined) params["labelSelector"] = opts.labelSelector;
-      if (opts.fieldSelector !== undefined) params["fieldSelector"] = opts.fieldSelector;
-      const onEvent = (type: string, raw: unknown): void => {
-        if (type === "ERROR") {
-          // 410 Expired (or any other error event): the stream is over; relist.
-          expired = true;
-          request?.abort();
-          return;
-        }
-        const meta = isRecord(raw) && isRecord(raw["metadata"]) ? raw["metadata"] : {};
-        if (typeof meta["resourceVersion"] === "string") rv = meta["resourceVersion"];
-        if (type === "BOOKMARK") return;
-        const obj = opts.decode(raw);
-        if (obj === undefined) return;
-        if (type === "DELETED") objects.delete(keyOf(obj));
-        else if (type === "ADDED" || type === "MODIFIED") objects.set(keyOf(obj), obj);
-        else return;
-        opts.onChange(objects);
-      };
-      watch.watch(opts.path, params, onEvent, (err: unknown) => resolve({ err, expired })).then(
-        (ctrl) => {
-          request = ctrl;
-          if (stopper.signal.aborted) ctrl.abort();
-        },
-        (err: unknown) => resolve({ err, expired: false }),
-      );
-    });
+  const watchOnce = async (): Promise<{ err: unknown; expired: boolean }> => {
+    let expired = false;
+    const params: Query = { resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS, labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector };
+    const onEvent = (type: string, raw: unknown): void => {
+      if (type === "ERROR") {
+        // 410 Expired (or any other error event): the stream is over; relist.
+        expired = true;
+        request?.abort();
+        return;
+      }
+      const meta = isRecord(raw) && isRecord(raw["metadata"]) ? raw["metadata"] : {};
+      if (typeof meta["resourceVersion"] === "string") rv = meta["resourceVersion"];
+      if (type === "BOOKMARK") return;
+      const obj = opts.decode(raw);
+      if (obj === undefined) return;
+      if (type === "DELETED") objects.delete(keyOf(obj));
+      else if (type === "ADDED" || type === "MODIFIED") objects.set(keyOf(obj), obj);
+      else return;
+      opts.onChange(objects);
+    };
+    const w = opts.api.watch(opts.path, params, onEvent);
+    request = w;
+    if (stopper.signal.aborted) w.abort();
+    const err = await w.done;
+    return { err, expired };
+  };
 
   const loop = async (): Promise<void> => {
     let delay = 0;
@@ -369,7 +374,7 @@ export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: Watc
 }
 
 /** Decodes a Lease from a watch event (plain JSON); its times stay text and are read with {@link timeOf}. */
-export function decodeLease(raw: unknown): V1Lease | undefined {
+export function decodeLease(raw: unknown): Lease | undefined {
   return isRecord(raw) && isRecord(raw["metadata"]) ? raw : undefined;
 }
 

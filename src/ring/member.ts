@@ -12,17 +12,18 @@
  *   last table it accepted, which is also what happens when the manager is
  *   down.
  */
-import type { KubeConfig, V1Lease } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { randomBytes } from "node:crypto";
 import type { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
+import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import type { Ownership, OwnershipSource } from "../proxy/ownership.ts";
 import { equal, ratio, type Range } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { follow, type Held } from "./handoff.ts";
-import { describe, isConflict, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type RingObject } from "./kube.ts";
+import { describe, isConflict, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type Lease, type RingObject } from "./kube.ts";
 import { memberMetrics, type MemberMetrics } from "./metrics.ts";
 import { APPLIED_ANNOTATION, HANDOFF_ANNOTATION, LEAVING_ANNOTATION, MEMBER_ANNOTATION, memberLeaseName, RING_LABEL, SLOTS_ANNOTATION } from "./names.ts";
 import { decodeSpec, decodeTables, formatSlots, type HandoffMode, type RingTables } from "./table.ts";
@@ -54,7 +55,14 @@ export function checkMemberTimings(t: MemberTimings): void {
 }
 
 export interface RingMemberOptions {
-  readonly kubeConfig: KubeConfig;
+  /**
+   * The sidecar's own API client (its identity, never the controller's): what
+   * `shardcar proxy` passes, so a sidecar never loads client-node for its ring.
+   * Give this or {@link kubeConfig}.
+   */
+  readonly client?: ApiClient | undefined;
+  /** For callers that already hold a client-node KubeConfig (tests, the demo); used when {@link client} is not given. */
+  readonly kubeConfig?: KubeConfig | undefined;
   /** The pod's namespace: the Lease and the ShardRing live there. */
   readonly namespace: string;
   /** The ring's name (`shardcar.io/ring`, default the owning workload). */
@@ -88,6 +96,7 @@ export class RingMember implements OwnershipSource {
   readonly #t: MemberTimings;
   readonly #clock: Clock;
   readonly #log: Logger;
+  readonly #api: ApiClient;
   readonly #leases: LeaseApi;
   readonly #rings: RingApi;
   readonly #metrics: MemberMetrics | undefined;
@@ -97,7 +106,7 @@ export class RingMember implements OwnershipSource {
   readonly #listeners = new Set<(next: Ownership, prev: Ownership) => void>();
 
   #life: Lifecycle = LIFECYCLE.New;
-  #lease: V1Lease | undefined;
+  #lease: Lease | undefined;
   #lastRenewAt = Number.NEGATIVE_INFINITY;
   #cancelWatchdog: () => void = () => {};
   /** True while the member cannot prove it holds its Lease: it enforces nothing. */
@@ -126,8 +135,11 @@ export class RingMember implements OwnershipSource {
     checkMemberTimings(this.#t);
     this.#clock = opts.clock ?? systemClock;
     this.#log = (opts.log ?? silentLogger()).child({ ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
-    this.#leases = new LeaseApi(opts.kubeConfig, this.#t.renewDeadlineMs);
-    this.#rings = new RingApi(opts.kubeConfig);
+    if (opts.client !== undefined) this.#api = opts.client;
+    else if (opts.kubeConfig !== undefined) this.#api = new ApiClient(kubeConfigConnection(opts.kubeConfig));
+    else throw new ConfigError("ring", "a ring member needs an API client or a kubeconfig");
+    this.#leases = new LeaseApi(this.#api, this.#t.renewDeadlineMs);
+    this.#rings = new RingApi(this.#api);
     this.#metrics = opts.registry === undefined ? undefined : memberMetrics(opts.registry);
     // The incarnation tells this process apart from an earlier one of the same
     // pod: a holder that is not exactly us means we were fenced.
@@ -182,7 +194,7 @@ export class RingMember implements OwnershipSource {
       return;
     }
     const w = watchObjects<RingObject>({
-      kubeConfig: this.#o.kubeConfig,
+      api: this.#api,
       path: RingApi.path(this.#o.namespace),
       fieldSelector: `metadata.name=${this.#o.ring}`,
       list: () => this.#rings.list(this.#o.namespace, `metadata.name=${this.#o.ring}`),
@@ -322,7 +334,7 @@ export class RingMember implements OwnershipSource {
     await this.#acquired(await this.#leases.replace(this.#o.namespace, this.#body(cur, sentAt)), sentAt);
   }
 
-  async #acquired(lease: V1Lease, sentAt: number): Promise<void> {
+  async #acquired(lease: Lease, sentAt: number): Promise<void> {
     this.#renewed(lease, sentAt, false);
     // Read the ring fresh before enforcing anything: a watch may lag, and a
     // fenced member must not resume slots the leader has since handed on.
@@ -335,7 +347,7 @@ export class RingMember implements OwnershipSource {
     this.#republish();
   }
 
-  #renewed(lease: V1Lease, sentAt: number, unfence = true): void {
+  #renewed(lease: Lease, sentAt: number, unfence = true): void {
     this.#lease = lease;
     this.#lastRenewAt = sentAt;
     this.#cancelWatchdog();
@@ -367,7 +379,7 @@ export class RingMember implements OwnershipSource {
     this.#republish();
   }
 
-  #body(base: V1Lease | undefined, now: number): V1Lease {
+  #body(base: Lease | undefined, now: number): Lease {
     const holderChanged = base?.spec?.holderIdentity !== this.#identity;
     const annotations: Record<string, string> = {
       ...base?.metadata?.annotations,

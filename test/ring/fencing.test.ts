@@ -1,6 +1,6 @@
 import t from "tap";
 import { FENCED_PREFIX, memberLeaseName } from "../../src/ring/names.ts";
-import { kubeConfig, LEASE_REF, Link, NS, RELIST_MS, RingEnv, sleep, TIMINGS, until } from "./harness.ts";
+import { LEASE_REF, Link, memberClient, NS, RELIST_MS, RingEnv, sleep, TIMINGS, until } from "./harness.ts";
 
 t.test("exclusive: a partitioned member fences itself before the leader hands its slots on, so no slot is served twice", async (t) => {
   const env = await RingEnv.start("partition");
@@ -12,7 +12,7 @@ t.test("exclusive: a partitioned member fences itself before the leader hands it
   env.createRing({ handoff: "exclusive" });
   env.startCoordinator();
   await env.addMember("web-0");
-  const cut = await env.addMember("web-1", { kubeConfig: kubeConfig(link.url) });
+  const cut = await env.addMember("web-1", { client: memberClient(link.url) });
   await env.settled(["web-0", "web-1"]);
   const web0 = env.members.get("web-0");
   if (web0 === undefined) throw new Error("no web-0");

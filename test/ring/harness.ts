@@ -17,6 +17,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
+import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { silentLogger, createLogger } from "../../src/log.ts";
 import type { Ownership } from "../../src/proxy/ownership.ts";
 import { complement, equal, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
@@ -44,6 +45,14 @@ export function kubeConfig(url: string): KubeConfig {
     currentContext: "c",
   });
   return kc;
+}
+
+/**
+ * A member's own client, as `shardcar proxy` builds it (src/kube/client.ts,
+ * no client-node); the coordinator keeps the client-node {@link kubeConfig}.
+ */
+export function memberClient(url: string): ApiClient {
+  return new ApiClient(directConnection({ server: url, token: "ring-test" }));
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -176,7 +185,7 @@ export class RingEnv {
 
   async addMember(name: string, over: Partial<RingMemberOptions> = {}, relistMs = RELIST_MS): Promise<TestMember> {
     const member = new RingMember({
-      kubeConfig: this.kc,
+      client: memberClient(this.api.url),
       namespace: NS,
       ring: this.ring,
       member: name,

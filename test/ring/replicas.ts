@@ -17,7 +17,7 @@ import { parseSlots } from "../../src/ring/table.ts";
 import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
 import { RingMember } from "../../src/ring/member.ts";
 import { cacheContents, expectedShard } from "../support/cluster.ts";
-import { NS, RingEnv, TIMINGS, until } from "./harness.ts";
+import { memberClient, NS, RingEnv, TIMINGS, until } from "./harness.ts";
 
 export const FULL_KEYSPACE: readonly Range[] = [{ start: 0n, end: 1n << 64n }];
 
@@ -77,7 +77,7 @@ export class ReplicaRing {
    * the member always talks to devapi directly.
    */
   async add(name: string, opts: { upstreamUrl?: string } = {}): Promise<void> {
-    const member = new RingMember({ kubeConfig: this.env.kc, namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
+    const member = new RingMember({ client: memberClient(this.env.api.url), namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
     const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger() });
     const r = { member, replica };
     this.replicas.set(name, r);
