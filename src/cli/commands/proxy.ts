@@ -1,52 +1,83 @@
 import { readFileSync } from "node:fs";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
+import type { ApiClient } from "../../kube/client.ts";
+import { inClusterConnection, inClusterServer, readKubeconfig, type KubeconfigFile } from "../../kube/config.ts";
 import type { RingMember } from "../../ring/member.ts";
 import { join } from "node:path";
-import { ConfigError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
 import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import type { InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
-import { loadUpstream } from "../../proxy/upstream.ts";
+import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
 import { parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
 
 /**
- * The sidecar's own credentials, for its ring membership: the real
- * service-account files in injected mode, else the kubeconfig or server given.
+ * Where the sidecar's own calls go, and with which identity: the injected or
+ * in-cluster service account, a kubeconfig read without client-node, the
+ * default kubeconfig chain (client-node), or `--server` (no identity).
  */
-async function sidecarKubeConfig(o: { injected: boolean; realSaDir: string; env: NodeJS.ProcessEnv; kubeconfig: string | undefined; server: string | undefined; caFile: string | undefined }): Promise<KubeConfig> {
-  const { KubeConfig } = await import("@kubernetes/client-node");
-  const kc = new KubeConfig();
-  if (o.injected) {
-    kc.loadFromOptions({
-      clusters: [{ name: "in-cluster", server: inClusterServer(o.env), caFile: join(o.realSaDir, "ca.crt"), skipTLSVerify: false }],
-      users: [{ name: "sidecar", authProvider: { name: "tokenFile", config: { tokenFile: join(o.realSaDir, "token") } } }],
-      contexts: [{ name: "in-cluster", cluster: "in-cluster", user: "sidecar" }],
-      currentContext: "in-cluster",
-    });
-  } else if (o.kubeconfig !== undefined) {
-    kc.loadFromFile(o.kubeconfig);
-  } else if (o.server !== undefined) {
-    throw new UsageError("--shards", "--shards ring needs credentials for the member Lease: use --kubeconfig (or --injected), not --server");
-  } else {
-    kc.loadFromDefault();
-  }
-  return kc;
+type SidecarConfig =
+  | { readonly kind: "in-cluster"; readonly saDir: string; readonly flag: string }
+  | { readonly kind: "kubeconfig"; readonly file: KubeconfigFile }
+  | { readonly kind: "default-chain" }
+  | { readonly kind: "server" };
+
+/** In-cluster without a kubeconfig, as kubectl and the operator tools decide it. */
+function runsInCluster(env: NodeJS.ProcessEnv): boolean {
+  return env.KUBECONFIG === undefined && env.KUBERNETES_SERVICE_HOST !== undefined && env.KUBERNETES_SERVICE_PORT !== undefined;
 }
 
-/** The real apiserver, as the kubelet describes it to every container. */
-function inClusterServer(env: NodeJS.ProcessEnv): string {
-  const host = env.KUBERNETES_SERVICE_HOST;
-  const port = env.KUBERNETES_SERVICE_PORT;
-  if (host === undefined || port === undefined || host === "" || port === "") {
-    throw new ConfigError("--injected", "--injected needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (the real apiserver), which the kubelet sets in every container");
+/**
+ * The upstream (cluster half only: address and CA); `--server` wins, as it
+ * always did. client-node loads only for the default kubeconfig chain (a
+ * developer's machine).
+ */
+async function sidecarUpstream(cfg: SidecarConfig, o: { env: NodeJS.ProcessEnv; server: string | undefined; caFile: string | undefined }): Promise<Upstream> {
+  if (o.server !== undefined) return loadUpstream({ env: o.env, server: o.server, ...(o.caFile === undefined ? {} : { caFile: o.caFile }) });
+  switch (cfg.kind) {
+    case "in-cluster":
+      return loadUpstream({ env: o.env, server: inClusterServer(o.env, cfg.flag), caFile: join(cfg.saDir, "ca.crt") });
+    case "kubeconfig":
+      return makeUpstream(cfg.file.cluster.server, cfg.file.cluster.ca);
+    case "server":
+    case "default-chain":
+      return loadUpstream({ env: o.env });
   }
-  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * The sidecar's own credentials, for its ring membership: the real
+ * service-account files (token re-read as it rotates), else the kubeconfig's
+ * user. client-node loads only when the kubeconfig's user needs it (exec,
+ * auth providers, ...) or for the default kubeconfig chain.
+ */
+async function sidecarClient(cfg: SidecarConfig, env: NodeJS.ProcessEnv, log: Logger): Promise<ApiClient> {
+  const { ApiClient, directConnection, kubeConfigConnection } = await import("../../kube/client.ts");
+  switch (cfg.kind) {
+    case "in-cluster":
+      return new ApiClient(directConnection(inClusterConnection(env, cfg.saDir, cfg.flag)));
+    case "kubeconfig": {
+      if (cfg.file.connection !== undefined) return new ApiClient(directConnection(cfg.file.connection));
+      log.info({ kubeconfig: cfg.file.path, needs: cfg.file.needsClientNode }, "the kubeconfig's user needs client-node; loading it for the ring member");
+      const { KubeConfig } = await import("@kubernetes/client-node");
+      const kc = new KubeConfig();
+      kc.loadFromFile(cfg.file.path);
+      return new ApiClient(kubeConfigConnection(kc));
+    }
+    case "default-chain": {
+      const { KubeConfig } = await import("@kubernetes/client-node");
+      const kc = new KubeConfig();
+      kc.loadFromDefault();
+      return new ApiClient(kubeConfigConnection(kc));
+    }
+    case "server":
+      throw new UsageError("--shards", "--shards ring needs credentials for the member Lease: use --kubeconfig (or --injected), not --server");
+  }
 }
 
 export const proxyCommand: Command = {
@@ -157,14 +188,16 @@ Examples:
     }
     // The kubelet's mount point for every container's service-account files.
     const realSaDir = values["real-sa-dir"] ?? "/var/run/secrets/kubernetes.io/serviceaccount";
-    const upstream = injected
-      ? await loadUpstream({ env: io.env, server: inClusterServer(io.env), caFile: join(realSaDir, "ca.crt") })
-      : await loadUpstream({
-          env: io.env,
-          ...(values.kubeconfig === undefined ? {} : { kubeconfigPath: values.kubeconfig }),
-          ...(values.server === undefined ? {} : { server: values.server }),
-          ...(values["certificate-authority"] === undefined ? {} : { caFile: values["certificate-authority"] }),
-        });
+    const sidecar: SidecarConfig = injected
+      ? { kind: "in-cluster", saDir: realSaDir, flag: "--injected" }
+      : values.kubeconfig !== undefined
+        ? { kind: "kubeconfig", file: await readKubeconfig(values.kubeconfig) }
+        : values.server !== undefined
+          ? { kind: "server" }
+          : runsInCluster(io.env)
+            ? { kind: "in-cluster", saDir: realSaDir, flag: "--real-sa-dir" }
+            : { kind: "default-chain" };
+    const upstream = await sidecarUpstream(sidecar, { env: io.env, server: values.server, caFile: values["certificate-authority"] });
     const ranges = staticRanges(spec, podName);
     let member: RingMember | undefined;
     let ownership: OwnershipSource;
@@ -177,10 +210,11 @@ Examples:
       if (podName === undefined || namespace === undefined) throw new UsageError("--pod-name", "--shards ring needs --pod-name and --pod-namespace (or POD_NAME and POD_NAMESPACE)");
       const handoff = values.handoff ?? "overlap";
       if (handoff !== "overlap" && handoff !== "exclusive") throw new UsageError("--handoff", `invalid --handoff ${JSON.stringify(handoff)}: expected overlap or exclusive`);
-      // Ring code and client-node load only in ring mode (idle RSS, P6).
+      // Ring code loads only in ring mode, and client-node not even then
+      // unless the credentials need it (idle RSS, P6).
       const [{ RingMember }, { HandoffMode }] = await Promise.all([import("../../ring/member.ts"), import("../../ring/table.ts")]);
       member = new RingMember({
-        kubeConfig: await sidecarKubeConfig({ injected, realSaDir, env: io.env, kubeconfig: values.kubeconfig, server: values.server, caFile: values["certificate-authority"] }),
+        client: await sidecarClient(sidecar, io.env, logger),
         namespace,
         ring,
         member: podName,
