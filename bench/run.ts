@@ -55,7 +55,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "proto-watch-filter", file: "micro/proto-watch-filter.bench.ts", kind: "micro", covers: ["P4"], summary: "protobuf WATCH filter vs protobufjs decode+filter+encode per frame", timeoutS: [90, 900] },
   { name: "p1-passthrough", file: "macro/p1-passthrough.ts", kind: "macro", covers: ["P1"], summary: "small GETs and LISTs through a proxy process vs direct, at 200/1,000/5,000 req/s; max throughput", timeoutS: [90, 900] },
   { name: "p5-scale", file: "macro/p5-scale.ts", kind: "macro", covers: ["P5"], summary: "N = 1, 2, 4, 8 client-node informers behind proxies, gate on / off / no proxy: bytes, objects, heap, RSS", timeoutS: [150, 3600] },
-  { name: "p6-idle", file: "macro/p6-idle.ts", kind: "macro", covers: ["P6"], summary: "idle `shardcar proxy` process: RSS and spawn-to-/readyz vs a bare node http server", timeoutS: [90, 600] },
+  { name: "p6-idle", file: "macro/p6-idle.ts", kind: "macro", covers: ["P6"], summary: "idle `shardcar proxy` process, static shards and ring mode: RSS and spawn-to-/readyz vs a bare node http server", timeoutS: [90, 600] },
   { name: "p7-scale-out", file: "macro/p7-scale-out.ts", kind: "macro", covers: ["P7"], summary: "ring scale-out by one member: full relists and convergence vs lease duration + one list", timeoutS: [120, 900] },
 ];
 

@@ -1,44 +1,130 @@
 /**
  * P6, the idle sidecar: a real `shardcar proxy` process (the built CLI,
- * static shards, pointed at a devapi process) measured from `spawn` to the
- * first 200 from its admin `/readyz`, and its resident memory after it has
- * sat idle. Baseline, in the same run: a bare `node -e` HTTP server, spawned
- * and polled the same way — what any Node sidecar costs before it does
- * anything.
+ * pointed at a devapi process) measured from `spawn` to the first 200 from
+ * its admin `/readyz`, and its resident memory after it has sat idle. Two
+ * candidates:
  *
- * Each figure is the median of several cold starts. Targets (design.md):
- * RSS ≤ 80 MB and start-to-ready ≤ 1 s.
+ * - static shards (`--shards 0/2`, `--server`, plain HTTP devapi): ready as
+ *   soon as it listens;
+ * - ring mode, the default (`--shards ring --kubeconfig`, a YAML kubeconfig,
+ *   HTTPS devapi that requires a bearer token, a ShardRing in place): ready
+ *   once its member Lease is held, so the figure includes reading the
+ *   ShardRing and taking the Lease over TLS; idle, it renews the Lease every
+ *   2 s and watches the ring.
+ *   No coordinator runs, so the member holds no slots (ranges are a few
+ *   hundred bytes either way, and an idle proxy has no cache to index).
+ *
+ * Baseline, in the same run: a bare `node -e` HTTP server, spawned and polled
+ * the same way — what any Node sidecar costs before it does anything.
+ *
+ * Each figure is the median of several cold starts, the three series
+ * interleaved. Targets (design.md): RSS ≤ 80 MB and start-to-ready ≤ 1 s.
  *
  * Usage: node bench/macro/p6-idle.ts [--quick]
  */
+import { writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import { RING_GROUP, RING_KIND, RING_PLURAL, RING_VERSION } from "../../src/ring/names.ts";
 import type { Bench, BenchResult } from "../lib.ts";
 import { CLI, freePort, rssOf, sleep, start, stopAll, waitReady } from "../support/proc.ts";
+import { benchTls, type BenchTls } from "../support/tls.ts";
 
 const MB = 1024 * 1024;
 const TARGET_RSS_MB = 80;
 const TARGET_READY_MS = 1000;
+const NS = "p6";
+const RING = "p6";
+const TOKEN = "bench-p6-sidecar";
 
 const BARE_SERVER = "require('node:http').createServer((q, s) => s.end('ok\\n')).listen(Number(process.argv[1]), '127.0.0.1')";
+
+type Kind = "bare" | "static" | "ring";
 
 interface Sample {
   readyMs: number;
   rssMB: number;
 }
 
-async function sample(kind: "proxy" | "bare", upstream: string, idleMs: number): Promise<Sample> {
+interface Upstreams {
+  /** Plain HTTP devapi, for the static proxy's `--server`. */
+  readonly plain: string;
+  /** The kubeconfig of the HTTPS devapi, for the ring member. */
+  readonly kubeconfig: string;
+}
+
+function args(kind: Kind, up: Upstreams, adminPort: number, i: number): string[] {
+  const common = ["--resources", "pods,configmaps=namespace", "--listen", "127.0.0.1:0", "--admin-listen", `127.0.0.1:${adminPort}`, "--log-level", "warn"];
+  switch (kind) {
+    case "bare":
+      return ["-e", BARE_SERVER, String(adminPort)];
+    case "static":
+      return [CLI, "proxy", "--server", up.plain, "--shards", "0/2", ...common];
+    case "ring":
+      // A new pod name per sample, as a new replica would have.
+      return [CLI, "proxy", "--kubeconfig", up.kubeconfig, "--shards", "ring", "--ring", RING, "--pod-name", `p6-${i}`, "--pod-namespace", NS, ...common];
+  }
+}
+
+async function sample(kind: Kind, up: Upstreams, idleMs: number, i: number): Promise<Sample> {
   const port = await freePort();
   const t0 = performance.now();
-  const child =
-    kind === "proxy"
-      ? start("proxy", process.execPath, [CLI, "proxy", "--server", upstream, "--resources", "pods,configmaps=namespace", "--shards", "0/2", "--listen", "127.0.0.1:0", "--admin-listen", `127.0.0.1:${port}`, "--log-level", "warn"])
-      : start("bare", process.execPath, ["-e", BARE_SERVER, String(port)]);
+  const child = start(kind, process.execPath, args(kind, up, port, i));
   try {
-    const readyMs = await waitReady(`http://127.0.0.1:${port}${kind === "proxy" ? "/readyz" : "/"}`, t0, 15_000);
+    const readyMs = await waitReady(`http://127.0.0.1:${port}${kind === "bare" ? "/" : "/readyz"}`, t0, 15_000);
     await sleep(idleMs);
     return { readyMs, rssMB: rssOf(child.pid).rss / MB };
+  } catch (e) {
+    throw new Error(`${kind}: ${e instanceof Error ? e.message : String(e)}; output:\n${child.lines.slice(-20).join("\n")}`, { cause: e });
   } finally {
     await child.stop();
   }
+}
+
+/** A kubeconfig as a sidecar would be given one: YAML, a CA file, a token. */
+function writeKubeconfig(tls: BenchTls, server: string): string {
+  const file = join(tls.dir, "kubeconfig");
+  writeFileSync(
+    file,
+    `apiVersion: v1
+kind: Config
+clusters:
+- name: devapi
+  cluster:
+    server: ${server}
+    certificate-authority: ${tls.caFile}
+users:
+- name: sidecar
+  user:
+    token: ${TOKEN}
+contexts:
+- name: p6
+  context:
+    cluster: devapi
+    user: sidecar
+    namespace: ${NS}
+current-context: p6
+`,
+  );
+  return file;
+}
+
+/** POSTs the ShardRing the members join (spec only: no coordinator runs). */
+function createRing(server: string, ca: string): Promise<void> {
+  const body = JSON.stringify({ apiVersion: `${RING_GROUP}/${RING_VERSION}`, kind: RING_KIND, metadata: { name: RING, namespace: NS }, spec: { slots: 256, handoff: "overlap" } });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(`/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${NS}/${RING_PLURAL}`, server),
+      { method: "POST", ca, timeout: 5000, headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" } },
+      (res) => {
+        res.resume();
+        res.on("end", () => (res.statusCode === 201 || res.statusCode === 200 ? resolve() : reject(new Error(`creating the ShardRing: HTTP ${res.statusCode ?? 0}`))));
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("creating the ShardRing: timeout")));
+    req.on("error", reject);
+    req.end(body);
+  });
 }
 
 function median(xs: readonly number[]): number {
@@ -50,42 +136,54 @@ function median(xs: readonly number[]): number {
 export const bench: Bench = async ({ quick }) => {
   const runs = quick ? 5 : 7;
   const idleMs = quick ? 1000 : 5000;
-  const devapi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--log-level", "warn"]);
+  const tls = await benchTls("p6");
+  const plainApi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--log-level", "warn"]);
+  const tlsApi = start("devapi-tls", process.execPath, [CLI, "devapi", "--port", "0", "--tls-cert", tls.certFile, "--tls-key", tls.keyFile, "--require-token", "--log-level", "warn"]);
   try {
-    const upstream = (await devapi.waitLine(/^(http:\/\/\S+)$/, 20_000))[1] ?? "";
-    const proxy: Sample[] = [];
-    const bare: Sample[] = [];
-    // Interleaved, so a burst of load elsewhere hits both series alike.
+    const plain = (await plainApi.waitLine(/^(http:\/\/\S+)$/, 20_000))[1] ?? "";
+    const secure = (await tlsApi.waitLine(/^(https:\/\/\S+)$/, 20_000))[1] ?? "";
+    await createRing(secure, tls.caPem);
+    const up: Upstreams = { plain, kubeconfig: writeKubeconfig(tls, secure) };
+    const series: Record<Kind, Sample[]> = { bare: [], static: [], ring: [] };
+    // Interleaved, so a burst of load elsewhere hits every series alike.
     for (let i = 0; i < runs; i++) {
-      bare.push(await sample("bare", upstream, idleMs));
-      proxy.push(await sample("proxy", upstream, idleMs));
+      for (const kind of ["bare", "static", "ring"] as const) series[kind].push(await sample(kind, up, idleMs, i));
     }
-    const rss = median(proxy.map((s) => s.rssMB));
-    const rssBare = median(bare.map((s) => s.rssMB));
-    const ready = median(proxy.map((s) => s.readyMs));
-    const readyBare = median(bare.map((s) => s.readyMs));
     const r1 = (n: number): number => Math.round(n * 10) / 10;
-    const results: BenchResult[] = [
-      {
-        id: "P6",
-        name: `idle sidecar RSS (after ${idleMs / 1000} s idle, median of ${runs})`,
-        candidate: { label: "shardcar proxy", value: r1(rss), unit: "MB" },
-        baseline: { label: "bare node http server", value: r1(rssBare), unit: "MB" },
-        ratio: rssBare / rss,
-        extra: { targetMax: TARGET_RSS_MB, maxMB: r1(Math.max(...proxy.map((s) => s.rssMB))), overBareMB: r1(rss - rssBare) },
-      },
-      {
-        id: "P6",
-        name: `start to ready (spawn to first 200 from /readyz, median of ${runs})`,
-        candidate: { label: "shardcar proxy", value: Math.round(ready), unit: "ms" },
-        baseline: { label: "bare node http server", value: Math.round(readyBare), unit: "ms" },
-        ratio: readyBare / ready,
-        extra: { targetMax: TARGET_READY_MS, maxMs: Math.round(Math.max(...proxy.map((s) => s.readyMs))), overBareMs: Math.round(ready - readyBare) },
-      },
-    ];
+    const rssBare = median(series.bare.map((s) => s.rssMB));
+    const readyBare = median(series.bare.map((s) => s.readyMs));
+    const baseline = "bare node http server";
+    const results: BenchResult[] = [];
+    for (const kind of ["static", "ring"] as const) {
+      const xs = series[kind];
+      const rss = median(xs.map((s) => s.rssMB));
+      const ready = median(xs.map((s) => s.readyMs));
+      // The static rows keep their names, so their history stays comparable.
+      const mode = kind === "static" ? "" : ", ring mode";
+      const label = kind === "static" ? "shardcar proxy" : "shardcar proxy --shards ring";
+      results.push(
+        {
+          id: "P6",
+          name: `idle sidecar RSS${mode} (after ${idleMs / 1000} s idle, median of ${runs})`,
+          candidate: { label, value: r1(rss), unit: "MB" },
+          baseline: { label: baseline, value: r1(rssBare), unit: "MB" },
+          ratio: rssBare / rss,
+          extra: { targetMax: TARGET_RSS_MB, maxMB: r1(Math.max(...xs.map((s) => s.rssMB))), overBareMB: r1(rss - rssBare) },
+        },
+        {
+          id: "P6",
+          name: `start to ready${mode} (spawn to first 200 from /readyz${kind === "ring" ? ", member Lease held" : ""}, median of ${runs})`,
+          candidate: { label, value: Math.round(ready), unit: "ms" },
+          baseline: { label: baseline, value: Math.round(readyBare), unit: "ms" },
+          ratio: readyBare / ready,
+          extra: { targetMax: TARGET_READY_MS, maxMs: Math.round(Math.max(...xs.map((s) => s.readyMs))), overBareMs: Math.round(ready - readyBare) },
+        },
+      );
+    }
     return results;
   } finally {
     await stopAll();
+    tls.remove();
   }
 };
 
