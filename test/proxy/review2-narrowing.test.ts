@@ -1,0 +1,370 @@
+/**
+ * Second review of the narrowing fixes (commit c27c805). Same scripted
+ * upstream as review-narrowing.test.ts. Every test asserts the CORRECT
+ * behaviour and fails on the code as reviewed:
+ *
+ *   S1  a lineage owed for real (its watch got 410) whose client never comes
+ *       back holds markApplied back for good, for every later generation too
+ *   S2  B, variant: a one-off LIST answering at the same resourceVersion as
+ *       the informer's LIST overwrites its epoch; the stale resume is accepted
+ *   S3  B, variant: with --synthetic-deletes=false no LIST RV is remembered;
+ *       the one-off LIST's listEpoch stands in for the informer's relist
+ *   S4  D, regression: the held bound releases "under the epoch of now", so a
+ *       held watch-list's leftover entry clears a LATER widening's obligation
+ *   S5  A, variant: a LIST in flight at a widening is released 5 s (window)
+ *       after the change, even while it is still listing the old ranges
+ *   S6  B fix, regression: after a narrowing in place with no event since the
+ *       LIST, the resume from that LIST's RV (the RV the synthetic DELETEDs
+ *       carried) gets 410 - the relist the narrowing was meant to avoid
+ *   S7  E, regression: in ring mode a client that watches from an RV it did
+ *       not get from a LIST (GET, then WATCH) is refused with 410 forever
+ *   S8  listEpoch goes backwards when a LIST sent under an older epoch lands
+ *       after a narrowing in place: the informer's next resume gets 410
+ *   S9  with MAX_LINEAGES lineages busy, a new lineage is evicted the moment
+ *       it is created: its LIST's epoch is lost, so in ring mode each of its
+ *       resumes gets 410 (E) and its informer relists in a loop
+ */
+import t from "tap";
+import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { silentLogger } from "../../src/log.ts";
+import { Lineages, MAX_LINEAGES } from "../../src/proxy/delivered.ts";
+import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { FULL_RANGE, HashMatcher, shardRange, type Range } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+
+/** A uid whose hash lies in `inside` and outside `outside`. */
+function uidIn(inside: readonly Range[], outside: readonly Range[], tag: string): string {
+  const a = new HashMatcher(inside);
+  const b = new HashMatcher(outside);
+  for (let i = 0; ; i++) {
+    const u = `${tag}-${i}`;
+    if (a.matchesString(u) && !b.matchesString(u)) return u;
+  }
+}
+
+function pod(name: string, uid: string, rv: string): Record<string, unknown> {
+  return { kind: "Pod", apiVersion: "v1", metadata: { name, namespace: "ns", uid, resourceVersion: rv } };
+}
+
+function listBody(items: Record<string, unknown>[], rv: string): string {
+  return JSON.stringify({ kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: rv }, items: items.map((p) => ({ ...p, kind: undefined, apiVersion: undefined })) });
+}
+
+interface Fake {
+  url: string;
+  /** What the next LISTs answer (a queue; the last one repeats). */
+  lists: Array<{ body: string; delay?: Promise<void> }>;
+  /** Open upstream watches, in arrival order. */
+  watches: ServerResponse[];
+  /** Gate for the next watch's response headers. */
+  watchHeaders: Promise<void> | undefined;
+  watchRequests: number;
+  listRequests: number;
+  close(): Promise<void>;
+}
+
+async function fakeUpstream(): Promise<Fake> {
+  const f: Fake = { url: "", lists: [], watches: [], watchHeaders: undefined, watchRequests: 0, listRequests: 0, close: async () => {} };
+  const srv = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const u = new URL(req.url ?? "/", "http://x");
+    if (u.searchParams.get("watch") === "true" || u.searchParams.get("watch") === "1") {
+      f.watchRequests++;
+      const gate = f.watchHeaders;
+      f.watchHeaders = undefined;
+      void (gate ?? Promise.resolve()).then(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.flushHeaders();
+        f.watches.push(res);
+      });
+      return;
+    }
+    f.listRequests++;
+    const next = f.lists.length > 1 ? f.lists.shift() : f.lists[0];
+    if (next === undefined) {
+      res.writeHead(500).end();
+      return;
+    }
+    void (next.delay ?? Promise.resolve()).then(() => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(next.body);
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  f.url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  f.close = () =>
+    new Promise<void>((r) => {
+      for (const w of f.watches) w.destroy();
+      srv.closeAllConnections();
+      srv.close(() => r());
+    });
+  return f;
+}
+
+function event(type: string, obj: Record<string, unknown>): string {
+  return `${JSON.stringify({ type, object: obj })}\n`;
+}
+
+function get(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, (res) => {
+      let body = "";
+      res.on("data", (b: Buffer) => (body += b.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+interface ClientWatch {
+  events: Array<{ type: string; object: { metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> }; code?: number } }>;
+  status: Promise<number>;
+  ended: Promise<void>;
+  abort(): void;
+}
+
+function watch(url: string): ClientWatch {
+  const events: ClientWatch["events"] = [];
+  let setStatus: (n: number) => void = () => {};
+  const status = new Promise<number>((r) => (setStatus = r));
+  let abort = (): void => {};
+  const ended = new Promise<void>((resolve) => {
+    const req = request(url, (res) => {
+      setStatus(res.statusCode ?? 0);
+      let buf = "";
+      res.on("data", (b: Buffer) => {
+        buf += b.toString();
+        const parts = buf.split("\n");
+        buf = parts.pop() ?? "";
+        for (const l of parts) if (l !== "") events.push(JSON.parse(l) as ClientWatch["events"][number]);
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+    });
+    req.on("error", () => resolve());
+    req.end();
+    abort = () => req.destroy();
+  });
+  return { events, status, ended, abort };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(p: () => boolean, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (p()) return true;
+    await sleep(10);
+  }
+  return p();
+}
+
+async function setup(t: { teardown(fn: () => Promise<void>): void }, own: MutableOwnership, extra: Record<string, unknown> = {}) {
+  const f = await fakeUpstream();
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(f.url),
+    resources: parseResources("pods"),
+    ownership: own,
+    fallback: "filter",
+    logger: silentLogger(),
+    syntheticDeletes: true,
+    ...extra,
+  });
+  t.teardown(async () => {
+    await proxy.close();
+    await f.close();
+  });
+  return { f, proxy };
+}
+
+
+const LOW = [shardRange(0, 2)];
+const HIGH = [shardRange(1, 2)];
+
+function initialEnd(rv: string): string {
+  return event("BOOKMARK", { kind: "Pod", apiVersion: "v1", metadata: { resourceVersion: rv, annotations: { "k8s.io/initial-events-end": "true" } } });
+}
+
+t.test("S1: a lineage whose watch was ended by a widening and whose client never returns stalls markApplied for good", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 200 });
+  f.lists = [{ body: listBody([pod("x", uidIn(LOW, HIGH, "x"), "5")], "10") }];
+  // The controller's informer (all pods), and a one-shot watcher of the same
+  // resource with a selector (kubectl get -l app=web -w -o json, a
+  // watchtools.UntilWithSync that is done, an informer that was stopped).
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  t.equal((await get(`${proxy.url}/api/v1/pods?labelSelector=app%3Dweb`)).status, 200, "one-shot LIST");
+  const wa = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  const wb = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10&labelSelector=app%3Dweb`);
+  t.ok(await until(() => f.watches.length === 2), "both watching");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await Promise.all([wa.ended, wb.ended]);
+  // The informer relists and resumes; the one-shot watcher exits on the 410.
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer reLIST");
+  const wa2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await wa2.status, 200, "informer resumes");
+  t.ok(
+    await until(() => own.applied.includes(2), 3000),
+    `generation 2 is applied once every lineage that still has a client relisted; one that never came back within a bound must not hold it forever (applied: ${JSON.stringify(own.applied)})`,
+  );
+  // The stale obligation is carried into every later generation: even a
+  // narrowing the informer takes in place (no relist owed) is never applied.
+  t.ok(await until(() => f.watches.length === 3), "informer's new upstream watch open");
+  own.set({ generation: 3, ranges: LOW });
+  t.ok(await until(() => own.applied.includes(3), 1000), `generation 3 (narrowed in place) is applied (applied: ${JSON.stringify(own.applied)})`);
+  wa2.abort();
+});
+
+t.test("S2: a one-off LIST answered at the informer's LIST resourceVersion makes the informer's stale resume look relisted", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
+  // A quiet resource: both LISTs answer at RV 10 (watch-cache LISTs of a type
+  // without writes in between return the same resourceVersion).
+  f.lists = [{ body: listBody([x], "10") }, { body: listBody([x, y], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the informer lists under LOW (its cache: x)");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "a one-off LIST under the new ranges, at the same RV");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await w.status, 410, "the informer's watch resuming from its LIST of the old ranges gets 410");
+  t.same(own.applied, [], "generation 2 is not applied: the informer's cache still lacks y");
+  w.abort();
+});
+
+t.test("S3: with --synthetic-deletes=false (ring mode), a one-off LIST still stands in for the informer's relist", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own, { syntheticDeletes: false });
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
+  f.lists = [{ body: listBody([x], "10") }, { body: listBody([x, y], "12") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the informer lists under LOW (its cache: x)");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "a one-off LIST under the new ranges");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await w.status, 410, "the informer's watch resuming from its LIST of the old ranges gets 410");
+  t.same(own.applied, [], "generation 2 is not applied: the informer's cache still lacks y");
+  w.abort();
+});
+
+t.test("S4: the held requests' bound, run under the epoch of now, clears a later widening's obligation before the relist is through", async (t) => {
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  // Bound of the held obligation: max(betweenListAndWatchMs, waitForRangesMs) = 800 ms.
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 800, betweenListAndWatchMs: 100 });
+  const xUid = uidIn(LOW, HIGH, "x");
+  const wl = "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+  // A client-go watch-list informer starts while the member has no slots: held.
+  const w1 = watch(`${proxy.url}${wl}`);
+  await sleep(50);
+  own.set({ generation: 1, ranges: LOW });
+  t.ok(await until(() => f.watches.length === 1), "the held watch-list went upstream");
+  f.watches[0]?.write(event("ADDED", pod("x", xUid, "5")) + initialEnd("10"));
+  t.ok(await until(() => own.applied.includes(1)), "generation 1 applied at initial-events-end");
+  // A widening soon after: the watch-list ends with 410 and the informer
+  // starts another one, whose initial events take a while.
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await w1.ended;
+  const w2 = watch(`${proxy.url}${wl}`);
+  t.ok(await until(() => f.watches.length === 2), "the informer's new watch-list is open");
+  f.watches[1]?.write(event("ADDED", pod("x", xUid, "5")));
+  await sleep(1000); // past the held bound
+  t.same(own.applied, [1], `generation 2 waits for the new watch-list's initial-events-end (applied: ${JSON.stringify(own.applied)})`);
+  f.watches[1]?.write(initialEnd("12"));
+  t.ok(await until(() => own.applied.includes(2)), "and is applied then");
+  w2.abort();
+});
+
+t.test("S5: a LIST still in flight under the old ranges does not let a widening be applied when the window runs out", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 200 });
+  let release: () => void = () => {};
+  f.lists = [{ body: listBody([pod("x", uidIn(LOW, HIGH, "x"), "5")], "10"), delay: new Promise<void>((r) => (release = r)) }];
+  // The informer's (large) LIST, e.g. the controller container just restarted.
+  const l = get(`${proxy.url}/api/v1/pods`);
+  t.ok(await until(() => f.listRequests === 1), "the informer's LIST reached upstream");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await sleep(600); // three windows; the LIST is still running
+  t.same(own.applied, [], `generation 2 is not applied while the informer's LIST of the old ranges is still in flight (applied: ${JSON.stringify(own.applied)})`);
+  release();
+  await l;
+});
+
+t.test("S6: after a narrowing in place with no event since the LIST, resuming from the RV the synthetic DELETEDs carried is served", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  f.lists = [{ body: listBody([pod("x", uidIn(LOW, HIGH, "x"), "5"), pod("y", uidIn(HIGH, LOW, "y"), "6")], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [2], "narrowed in place");
+  t.ok(await until(() => w.events.some((e) => e.type === "DELETED")), "y's synthetic DELETED arrived");
+  const resumeAt = w.events.at(-1)?.object.metadata?.resourceVersion;
+  t.equal(resumeAt, "10", "the informer's resume point is the LIST's RV");
+  // The server ends the watch (its timeout); the reflector resumes.
+  f.watches[0]?.end();
+  await w.ended;
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${resumeAt}`);
+  t.equal(await w2.status, 200, "the narrowed cache resumes without a relist");
+  w2.abort();
+});
+
+t.test("S7: ring mode: a client that watches from an RV it did not LIST (GET, then WATCH) is refused every time", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { proxy } = await setup(t, own);
+  // e.g. a RetryWatcher / UntilWithoutRetry on one object, from a GET's RV
+  // (the GET itself passes through). On 410 it GETs again and re-watches.
+  const url = `${proxy.url}/api/v1/namespaces/ns/pods?watch=true&fieldSelector=metadata.name%3Dweb-0&resourceVersion=7`;
+  const codes: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const w = watch(url);
+    codes.push(await w.status);
+    w.abort();
+  }
+  t.not(codes.filter((c) => c === 410).length, codes.length, `a client that never lists is not refused forever (statuses: ${JSON.stringify(codes)})`);
+});
+
+t.test("S8: a one-off LIST sent before a narrowing and answered after it sets the lineage's epoch back; the narrowed informer's resume gets 410", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  const xUid = uidIn(LOW, HIGH, "x");
+  const body = listBody([pod("x", xUid, "5"), pod("y", uidIn(HIGH, LOW, "y"), "6")], "10");
+  let release: () => void = () => {};
+  f.lists = [{ body }, { body, delay: new Promise<void>((r) => (release = r)) }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  // The controller's uncached client lists the same collection (slow answer).
+  const oneOff = get(`${proxy.url}/api/v1/pods`);
+  t.ok(await until(() => f.listRequests === 2), "one-off LIST upstream");
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [2], "the informer narrowed in place");
+  f.watches[0]?.write(event("MODIFIED", pod("x", xUid, "11")));
+  t.ok(await until(() => w.events.some((e) => e.type === "MODIFIED")), "an event at RV 11 reached the informer");
+  release();
+  t.equal((await oneOff).status, 200, "the one-off LIST lands after the narrowing");
+  f.watches[0]?.end(); // the server's watch timeout
+  await w.ended;
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=11`);
+  t.equal(await w2.status, 200, "the informer (narrowed, current) resumes from its last event without a relist");
+  w2.abort();
+});
+
+t.test("S9: with every remembered lineage busy, a new lineage is dropped as soon as it is made, so its LIST's epoch never reaches its WATCH", async (t) => {
+  const ls = new Lineages(() => 1000);
+  // A controller with more than MAX_LINEAGES caches open (per-namespace
+  // informers over many namespaces), every one of them watching.
+  for (let i = 0; i < MAX_LINEAGES; i++) ls.get(`ns-${i}`, "uid", "pods").openWatches = 1;
+  const key = "ns-new";
+  const listed = ls.get(key, "uid", "pods");
+  listed.inflight++; // what ShardProxy.handle does right after get()
+  listed.listEpoch = 3; // its LIST is served under epoch 3
+  listed.rememberList("10", 3);
+  listed.inflight--;
+  const resumed = ls.get(key, "uid", "pods"); // its WATCH resuming from RV 10
+  t.equal(resumed.epochOfResume("10"), 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
+});
