@@ -30,6 +30,7 @@ export const IDLE_INDEX_MS = 10 * 60 * 1000;
 export const MAX_LINEAGES = 1024;
 /** LIST resourceVersions remembered per lineage; a resume comes right after its LIST. */
 const MAX_LIST_RVS = 32;
+const MAX_LISTS_PER_RV = 8;
 
 export class Lineage {
   readonly key: string;
@@ -52,8 +53,15 @@ export class Lineage {
   #clock = 0;
   /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
   #chain: { start: number; token: string } | undefined;
-  /** Range epoch of recent LISTs, by the resourceVersion a watch resumes from. */
-  readonly #listRvs = new Map<string, number>();
+  /**
+   * Range epochs of recent LISTs, by the resourceVersion a watch resumes
+   * from, oldest first. Several LISTs (the informer's, a one-off of the same
+   * query) can answer at one resourceVersion on a quiet resource; each
+   * resume uses up the oldest entry not yet used.
+   */
+  readonly #listRvs = new Map<string, Array<{ readonly epoch: number; used: boolean }>>();
+  /** A resume this proxy could not place was refused once already (see ShardProxy). */
+  unplacedRefused = false;
 
   constructor(key: string, shardKey: ShardKey, resource: string, now: number) {
     this.key = key;
@@ -105,22 +113,39 @@ export class Lineage {
     return this.#chain?.token === token ? this.#chain.start : undefined;
   }
 
-  /** The LIST that answered at `rv` was served under range epoch `epoch`. */
+  /**
+   * A cache of this lineage is at `rv` under range epoch `epoch`: a LIST
+   * answered there, or a watch was narrowed in place at that resume point.
+   */
   rememberList(rv: string, epoch: number): void {
+    const entries = this.#listRvs.get(rv) ?? [];
     this.#listRvs.delete(rv);
-    this.#listRvs.set(rv, epoch);
+    entries.push({ epoch, used: false });
+    if (entries.length > MAX_LISTS_PER_RV) entries.shift();
+    this.#listRvs.set(rv, entries);
     if (this.#listRvs.size > MAX_LIST_RVS) this.#listRvs.delete(this.#listRvs.keys().next().value as string);
   }
 
   /**
-   * The range epoch of the cache a watch resuming from `rv` continues: that
-   * of the LIST that answered at `rv` when this proxy served it (a one-off
-   * LIST of the same query must not stand in for the informer's own), else
-   * the lineage's newest epoch (a resume from an event's resourceVersion
-   * continues the last watch).
+   * The range epoch of the cache a watch resuming from `rv` continues, and
+   * uses that LIST up: the oldest unused LIST that answered at `rv` (a
+   * one-off LIST of the same query must not stand in for the informer's
+   * own), else the newest used one, else the lineage's newest epoch (a
+   * resume from an event's resourceVersion continues the last watch).
+   * Call once per resume.
    */
-  epochOfResume(rv: string): number | undefined {
-    return this.#listRvs.get(rv) ?? this.listEpoch;
+  consumeResume(rv: string): number | undefined {
+    const entries = this.#listRvs.get(rv);
+    if (entries === undefined || entries.length === 0) return this.listEpoch;
+    const unused = entries.find((e) => !e.used);
+    if (unused === undefined) return (entries[entries.length - 1] as { epoch: number }).epoch;
+    unused.used = true;
+    return unused.epoch;
+  }
+
+  /** Moves the lineage's newest epoch forward (never back: a LIST sent before a change may land after it). */
+  advance(epoch: number): void {
+    if (this.listEpoch === undefined || epoch > this.listEpoch) this.listEpoch = epoch;
   }
 
   /** Forgets the index: the caches may hold what it never saw. */
@@ -190,6 +215,20 @@ export class ListSink implements TapSink {
   }
 }
 
+/** Only the list's resourceVersion, for ring mode without synthetic deletes (no index). */
+export class RvSink implements TapSink {
+  rv: string | undefined;
+  upsert(): void {}
+  remove(): void {}
+  typeMeta(): void {}
+  resourceVersion(rv: string): void {
+    this.rv = rv;
+  }
+  continueToken(): void {}
+  unreadable(): void {}
+  finish(): void {}
+}
+
 /** Feeds a lineage from one WATCH stream, and remembers the client's resourceVersion. */
 export class WatchSink implements TapSink {
   readonly lineage: Lineage;
@@ -249,9 +288,10 @@ export class Lineages {
     if (now - this.#lastPrune > 60_000) this.prune(now);
     let l = this.#byKey.get(key);
     if (l === undefined) {
+      // Evict before adding, so the new lineage is never the one evicted.
+      if (this.#byKey.size >= MAX_LINEAGES) this.#evict();
       l = new Lineage(key, shardKey, resource, now);
       this.#byKey.set(key, l);
-      if (this.#byKey.size > MAX_LINEAGES) this.#evict();
     }
     l.lastUsed = now;
     return l;
@@ -267,6 +307,11 @@ export class Lineages {
     let oldest: Lineage | undefined;
     for (const l of this.#byKey.values()) if (l.openWatches === 0 && l.inflight === 0 && (oldest === undefined || l.lastUsed < oldest.lastUsed)) oldest = l;
     if (oldest !== undefined) this.#byKey.delete(oldest.key);
+  }
+
+  /** The lineage with this key, if known; never creates one. */
+  find(key: string): Lineage | undefined {
+    return this.#byKey.get(key);
   }
 
   /** Stamps `l` as used now (a request of it ended). */

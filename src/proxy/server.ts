@@ -17,7 +17,7 @@ import { FULL_RANGE, HashMatcher, difference, equal, ratio, type Range } from ".
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
-import { lineageKey, Lineages, ListSink, WatchSink, type Lineage } from "./delivered.ts";
+import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage } from "./delivered.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
@@ -127,6 +127,8 @@ interface ShardedState {
   readonly lineage: Lineage;
   /** Ends the request's in-flight count on its lineage (idempotent). */
   readonly landed: () => void;
+  /** A resuming watch: the epoch of the cache it continues, if placed (see Lineage.consumeResume). */
+  readonly resumeEpoch: number | undefined;
 }
 
 interface OpenWatch {
@@ -191,8 +193,8 @@ export class ShardProxy {
   readonly #heldOwed = new Set<string>();
   /** Ring mode (ownership that changes): a resume this proxy cannot place is refused. */
   readonly #dynamic: boolean;
-  /** Resources owed only because a lineage may be between its LIST and WATCH; released after a bound. */
-  #tentative = new Set<string>();
+  /** Releases owed lineages whose client went quiet (see #releaseIdle). */
+  readonly #idleSweep: NodeJS.Timeout | undefined;
 
   constructor(opts: ShardProxyOptions) {
     this.#opts = opts;
@@ -219,6 +221,11 @@ export class ShardProxy {
     });
     this.#sharded.on("proxyRes", (proxyRes, req, res) => this.#onShardedResponse(proxyRes, req, res));
     this.#dynamic = opts.ownership.markApplied !== undefined;
+    if (this.#dynamic) {
+      const windowMs = opts.betweenListAndWatchMs ?? 5000;
+      this.#idleSweep = setInterval(() => this.#releaseIdle(windowMs), Math.max(50, Math.floor(windowMs / 5)));
+      this.#idleSweep.unref();
+    }
     this.#relists = new RelistTracker((g) => {
       opts.logger.info({ generation: g }, "every watched resource relisted under the new ranges");
       opts.ownership.markApplied?.(g);
@@ -292,6 +299,7 @@ export class ShardProxy {
     const qs = rw.query.toString();
     const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key, id);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
+    let resumeEpoch: number | undefined;
     if (cls.kind === "watch" && isResumingWatch(cls.query)) {
       // A watch resumes from the resourceVersion of an earlier LIST. If the
       // ranges changed since that LIST, the controller's cache holds the old
@@ -300,8 +308,12 @@ export class ShardProxy {
       // In ring mode a resume this proxy cannot place (its LIST went through
       // another proxy process, before a restart) is refused too: the ranges
       // may have moved meanwhile.
-      const listed = lineage.epochOfResume(cls.query.get("resourceVersion") ?? "");
-      if (listed === undefined ? this.#dynamic : listed < this.#epoch) {
+      // Once per lineage: a client that never lists (a GET, then a watch)
+      // must not be refused forever.
+      resumeEpoch = lineage.consumeResume(cls.query.get("resourceVersion") ?? "");
+      const unplaced = resumeEpoch === undefined && this.#dynamic && !lineage.unplacedRefused;
+      if (unplaced) lineage.unplacedRefused = true;
+      if (unplaced || (resumeEpoch !== undefined && resumeEpoch < this.#epoch)) {
         this.#statsFor(id).forcedRelists++;
         this.#opts.metrics.forcedRelists.inc({ resource: id });
         sendStatus(res, 410, `shardcar: shard ranges changed since this watch's list; relist required`, "Expired");
@@ -318,7 +330,7 @@ export class ShardProxy {
       this.#lineages.touch(lineage);
     };
     res.on("close", landed);
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed });
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed, resumeEpoch });
     this.#sharded.web(req, res);
   };
 
@@ -334,6 +346,7 @@ export class ShardProxy {
     this.#unsubscribe();
     for (const w of [...this.#watches]) w.terminate("shardcar: proxy shutting down");
     this.#releaseHeld("proxy shutting down");
+    if (this.#idleSweep !== undefined) clearInterval(this.#idleSweep);
     this.#passthrough.close();
     this.#sharded.close();
     this.#locks.close();
@@ -450,15 +463,6 @@ export class ShardProxy {
     } finally {
       if (first) this.#releaseHeld(`generation ${next.generation}`);
     }
-    if (held.length > 0) {
-      // A held request whose client went away never completes: do not let
-      // it hold the generation back for good.
-      setTimeout(() => {
-        // Under the epoch of now: the obligation may have been carried over
-        // to later generations.
-        for (const r of held) if (this.#heldOwed.delete(r)) this.#relists.relisted(r, this.#epoch);
-      }, Math.max(this.#opts.betweenListAndWatchMs ?? 5000, this.#opts.waitForRangesMs ?? 0)).unref();
-    }
   }
 
   #changeRanges(next: Ownership, prev: Ownership, held: readonly string[]): void {
@@ -483,17 +487,11 @@ export class ShardProxy {
     // but its resume will get 410 and relist: the generation waits for that,
     // up to a bound, since a one-off LIST looks the same and never watches.
     const windowMs = this.#opts.betweenListAndWatchMs ?? 5000;
-    const owedBefore = this.#relists.pending();
-    // Still owed from an earlier change only tentatively: stays tentative.
-    const tentative = new Set(owedBefore.filter((r) => this.#tentative.has(r)));
-    const owedForReal = new Set(owedBefore.filter((r) => !this.#tentative.has(r)));
-    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) if (!owedForReal.has(l.key)) tentative.add(l.key);
+    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) watched.add(l.key);
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
-    for (const r of tentative) watched.add(r);
     for (const w of ending) {
       watched.add(w.lineage.key);
-      tentative.delete(w.lineage.key);
       w.doomed = true;
       const delay = jitter > 0 ? Math.floor(random() * jitter) : 0;
       if (delay === 0) w.terminate(message);
@@ -503,12 +501,22 @@ export class ShardProxy {
     }
     this.#opts.logger.info({ generation: next.generation, epoch, owned: ratio(next.ranges), relisting: [...watched], narrowed: open.length - ending.length }, "owned ranges changed");
     this.#relists.begin(next.generation, epoch, watched);
-    this.#tentative = tentative;
-    for (const r of tentative) {
-      setTimeout(() => {
-        if (this.#epoch === epoch) this.#tentative.delete(r);
-        this.#relists.relisted(r, epoch);
-      }, windowMs).unref();
+  }
+
+  /**
+   * Every owed cache lineage is released once its client has gone quiet:
+   * no open watch and nothing in flight for `windowMs`. A controller that is
+   * relisting is never quiet that long (its LIST is in flight, then its
+   * watch opens); a one-off LIST, a `kubectl get -w` that exits on its 410,
+   * or a stopped informer never comes back, and must not hold the ring up.
+   */
+  #releaseIdle(windowMs: number): void {
+    const now = Date.now();
+    for (const key of this.#relists.pending()) {
+      const l = this.#lineages.find(key);
+      if (l !== undefined && (l.openWatches > 0 || l.inflight > 0 || now - l.lastUsed < windowMs)) continue;
+      this.#heldOwed.delete(key);
+      this.#relists.relisted(key, this.#epoch);
     }
   }
 
@@ -614,11 +622,12 @@ export class ShardProxy {
       ...(this.#opts.maxItemBytes === undefined ? {} : { maxItemBytes: this.#opts.maxItemBytes }),
     };
     const filter: Transform & { readonly stats: ListFilterStats } = encoding === "json" ? createJsonListFilter(filterOpts) : createProtoListFilter(filterOpts);
-    let sink: ListSink | undefined;
-    if (this.#opts.syntheticDeletes === true) {
+    let sink: ListSink | RvSink | undefined;
+    if (this.#opts.syntheticDeletes === true || this.#dynamic) {
       // What the controller receives, not what upstream sent: the index is of
-      // delivered objects (fast path included).
-      sink = new ListSink(st.lineage, st.query.get("continue") ?? undefined);
+      // delivered objects (fast path included). Without synthetic deletes,
+      // ring mode still reads the list's resourceVersion (see consumeResume).
+      sink = this.#opts.syntheticDeletes === true ? new ListSink(st.lineage, st.query.get("continue") ?? undefined) : new RvSink();
       const tap = encoding === "json" ? createJsonListTap(sink) : createProtoListTap(sink);
       filter.on("data", (b: Buffer) => tap.write(b));
     }
@@ -719,7 +728,7 @@ export class ShardProxy {
     // The controller's cache is rebuilt from this list once it resumes
     // watching from it; the relist counts then (see #serveWatch).
     if (!st.query.has("continue")) {
-      st.lineage.listEpoch = st.epoch;
+      st.lineage.advance(st.epoch);
       if (this.#heldOwed.delete(st.lineage.key)) this.#relists.relisted(st.lineage.key, st.epoch);
     }
   }
@@ -783,6 +792,8 @@ export class ShardProxy {
         if (finished || sink === undefined || !sink.readable || resumeAt === undefined || type === undefined) return false;
         const events = leaving.map((o) => syntheticDelete(encoding, type, o, resumeAt));
         if (!filter.narrow(matcherFor(ranges), events)) return false;
+        // A resume from here (the RV the DELETEDs carried) continues a cache of the new ranges.
+        st.lineage.rememberList(resumeAt, epoch);
         watch.ranges = ranges;
         watch.epoch = epoch;
         const stats = this.#statsFor(id);
@@ -802,12 +813,15 @@ export class ShardProxy {
       // and the cache it built is of this epoch's ranges.
       filter.once("initial-events-end", () => {
         sink?.initialEventsEnded();
-        if (st.lineage.listEpoch === undefined || st.lineage.listEpoch < st.epoch) st.lineage.listEpoch = st.epoch;
+        st.lineage.advance(st.epoch);
+        this.#heldOwed.delete(st.lineage.key);
         this.#relists.relisted(st.lineage.key, st.epoch);
       });
-    } else if (!isResumingWatch(q) || st.lineage.epochOfResume(rv ?? "") === st.epoch) {
-      // A watch from "now" with initial state, or one resuming from a list of
-      // this epoch: the cache is the new shard's from here on.
+    } else if (!isResumingWatch(q) || st.resumeEpoch === undefined || st.resumeEpoch === st.epoch) {
+      // A watch from "now" with initial state, one resuming from a list of
+      // this epoch, or one this proxy cannot place and let through (refused
+      // once already): the cache is the new shard's from here on.
+      this.#heldOwed.delete(st.lineage.key);
       this.#relists.relisted(st.lineage.key, st.epoch);
     }
     res.writeHead(200, headers);

@@ -278,9 +278,10 @@ t.test("D: a held one-off LIST still in flight when the next generation arrives 
 
 t.test("E: after a sidecar restart, a held WATCH resuming from a LIST this proxy never saw is served under the first ranges and the generation is applied", async (t) => {
   const own = new MutableOwnership({ generation: 0, ranges: [] });
-  // A held request's obligation is bounded by waitForRangesMs (a client may
-  // vanish while held): long enough here for the check below.
-  const { f, proxy } = await setup(t, own, { waitForRangesMs: 3000, betweenListAndWatchMs: 200 });
+  // An owed cache whose client stays away is released after
+  // betweenListAndWatchMs (a client may vanish): long enough here for the
+  // check below.
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 3000, betweenListAndWatchMs: 2000 });
   // The controller kept running; its informer (cache built through the
   // previous proxy process, under ranges this process does not know)
   // reconnects and resumes from its last resourceVersion.

@@ -366,5 +366,5 @@ t.test("S9: with every remembered lineage busy, a new lineage is dropped as soon
   listed.rememberList("10", 3);
   listed.inflight--;
   const resumed = ls.get(key, "uid", "pods"); // its WATCH resuming from RV 10
-  t.equal(resumed.epochOfResume("10"), 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
+  t.equal(resumed.consumeResume("10"), 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
 });
