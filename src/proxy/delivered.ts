@@ -32,6 +32,13 @@ export const MAX_LINEAGES = 1024;
 const MAX_LIST_RVS = 32;
 const MAX_LISTS_PER_RV = 8;
 
+/** A cache of a lineage at a resourceVersion, under a range epoch; used once a resume continued it. */
+export interface ResumePoint {
+  readonly rv: string;
+  epoch: number;
+  used: boolean;
+}
+
 export class Lineage {
   readonly key: string;
   readonly shardKey: ShardKey;
@@ -59,7 +66,7 @@ export class Lineage {
    * query) can answer at one resourceVersion on a quiet resource; each
    * resume uses up the oldest entry not yet used.
    */
-  readonly #listRvs = new Map<string, Array<{ readonly epoch: number; used: boolean }>>();
+  readonly #listRvs = new Map<string, ResumePoint[]>();
   /** A resume this proxy could not place was refused once already (see ShardProxy). */
   unplacedRefused = false;
 
@@ -117,13 +124,30 @@ export class Lineage {
    * A cache of this lineage is at `rv` under range epoch `epoch`: a LIST
    * answered there, or a watch was narrowed in place at that resume point.
    */
-  rememberList(rv: string, epoch: number): void {
+  rememberList(rv: string, epoch: number): ResumePoint {
     const entries = this.#listRvs.get(rv) ?? [];
     this.#listRvs.delete(rv);
-    entries.push({ epoch, used: false });
+    const point: ResumePoint = { rv, epoch, used: false };
+    entries.push(point);
     if (entries.length > MAX_LISTS_PER_RV) entries.shift();
     this.#listRvs.set(rv, entries);
     if (this.#listRvs.size > MAX_LIST_RVS) this.#listRvs.delete(this.#listRvs.keys().next().value as string);
+    return point;
+  }
+
+  /**
+   * A watch of this lineage ended (not by the proxy's 410): its cache is at
+   * `rv` under `epoch`. Its re-watch resumes from there. `own` is the point
+   * the watch resumed from, updated in place when it is the same RV so
+   * repeated watches do not pile entries up.
+   */
+  rememberWatchEnd(rv: string, epoch: number, own: ResumePoint | undefined): void {
+    if (own !== undefined && own.rv === rv && this.#listRvs.get(rv)?.includes(own) === true) {
+      own.epoch = epoch;
+      own.used = false;
+      return;
+    }
+    this.rememberList(rv, epoch);
   }
 
   /**
@@ -134,13 +158,16 @@ export class Lineage {
    * resume from an event's resourceVersion continues the last watch).
    * Call once per resume.
    */
-  consumeResume(rv: string): number | undefined {
+  consumeResume(rv: string): { epoch: number | undefined; point: ResumePoint | undefined } {
     const entries = this.#listRvs.get(rv);
-    if (entries === undefined || entries.length === 0) return this.listEpoch;
+    if (entries === undefined || entries.length === 0) return { epoch: this.listEpoch, point: undefined };
     const unused = entries.find((e) => !e.used);
-    if (unused === undefined) return (entries[entries.length - 1] as { epoch: number }).epoch;
+    if (unused === undefined) {
+      const newest = entries[entries.length - 1] as ResumePoint;
+      return { epoch: newest.epoch, point: newest };
+    }
     unused.used = true;
-    return unused.epoch;
+    return { epoch: unused.epoch, point: unused };
   }
 
   /** Moves the lineage's newest epoch forward (never back: a LIST sent before a change may land after it). */
@@ -273,6 +300,17 @@ export class WatchSink implements TapSink {
   }
 }
 
+/**
+ * How long a lineage with nothing open may stay quiet and still be a cache
+ * about to come back: a lineage that has watched belongs to a reflector,
+ * which may wait up to a minute between its LIST and WATCH (client-node:
+ * 1 s doubling to 30 s) or before relisting after a 410 (client-go: 0.8 s
+ * doubling to 30 s, jittered up to 2×); one that never watched is a one-off.
+ */
+export function quietBound(l: Lineage, windowMs: number, watcherWindowMs: number): number {
+  return l.watchOpens > 0 ? watcherWindowMs : windowMs;
+}
+
 /** Every lineage the proxy has seen, bounded (see {@link MAX_LINEAGES}, {@link IDLE_INDEX_MS}). */
 export class Lineages {
   readonly #byKey = new Map<string, Lineage>();
@@ -326,9 +364,9 @@ export class Lineages {
    * controllers are about to resume (and get 410) or are one-off listers;
    * the caller cannot tell which.
    */
-  betweenListAndWatch(epoch: number, windowMs: number): Lineage[] {
+  betweenListAndWatch(epoch: number, windowMs: number, watcherWindowMs: number): Lineage[] {
     const now = this.#now();
-    return [...this.#byKey.values()].filter((l) => l.openWatches === 0 && (l.inflight > 0 || (l.listEpoch === epoch && now - l.lastUsed < windowMs)));
+    return [...this.#byKey.values()].filter((l) => l.openWatches === 0 && (l.inflight > 0 || (l.listEpoch === epoch && now - l.lastUsed < quietBound(l, windowMs, watcherWindowMs))));
   }
 
   /** Indexed objects over all lineages, for metrics. */

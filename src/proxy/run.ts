@@ -42,6 +42,8 @@ export interface ProxyConfig {
   readonly waitForRangesMs?: number;
   /** See `ShardProxyOptions.betweenListAndWatchMs` in server.ts. */
   readonly betweenListAndWatchMs?: number;
+  /** See `ShardProxyOptions.watcherQuietMs` in server.ts. */
+  readonly watcherQuietMs?: number;
   readonly maxItemBytes?: number;
   /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
   readonly unsafeSkipWatchFilter?: boolean;
@@ -120,6 +122,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.syntheticDeletes === undefined ? {} : { syntheticDeletes: cfg.syntheticDeletes }),
     ...(cfg.waitForRangesMs === undefined ? {} : { waitForRangesMs: cfg.waitForRangesMs }),
     ...(cfg.betweenListAndWatchMs === undefined ? {} : { betweenListAndWatchMs: cfg.betweenListAndWatchMs }),
+    ...(cfg.watcherQuietMs === undefined ? {} : { watcherQuietMs: cfg.watcherQuietMs }),
     ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),

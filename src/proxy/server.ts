@@ -17,7 +17,7 @@ import { FULL_RANGE, HashMatcher, difference, equal, ratio, type Range } from ".
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
-import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage } from "./delivered.ts";
+import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage, type ResumePoint } from "./delivered.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
@@ -72,6 +72,13 @@ export interface ShardProxyOptions {
    * (a one-off LIST has no watch to follow). Default 5000 ms.
    */
   readonly betweenListAndWatchMs?: number;
+  /**
+   * The same bound for a lineage that has watched (a reflector): how long
+   * it may have nothing open and still be coming back to relist or resume.
+   * Reflectors wait up to a minute (client-go's post-410 backoff, jittered;
+   * client-node's wait between LIST and WATCH). Default 65000 ms.
+   */
+  readonly watcherQuietMs?: number;
   /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
   readonly maxItemBytes?: number;
   /**
@@ -129,6 +136,7 @@ interface ShardedState {
   readonly landed: () => void;
   /** A resuming watch: the epoch of the cache it continues, if placed (see Lineage.consumeResume). */
   readonly resumeEpoch: number | undefined;
+  readonly resumePoint: ResumePoint | undefined;
 }
 
 interface OpenWatch {
@@ -195,6 +203,10 @@ export class ShardProxy {
   readonly #dynamic: boolean;
   /** Releases owed lineages whose client went quiet (see #releaseIdle). */
   readonly #idleSweep: NodeJS.Timeout | undefined;
+  /** When an owed lineage this proxy no longer knows (evicted) was first seen owed. */
+  readonly #owedSince = new Map<string, number>();
+  /** Until then, every resume this proxy cannot place is refused (a restart's caches reconnect then). */
+  #refuseUnplacedUntil = 0;
 
   constructor(opts: ShardProxyOptions) {
     this.#opts = opts;
@@ -223,7 +235,8 @@ export class ShardProxy {
     this.#dynamic = opts.ownership.markApplied !== undefined;
     if (this.#dynamic) {
       const windowMs = opts.betweenListAndWatchMs ?? 5000;
-      this.#idleSweep = setInterval(() => this.#releaseIdle(windowMs), Math.max(50, Math.floor(windowMs / 5)));
+      const watcherMs = opts.watcherQuietMs ?? 65_000;
+      this.#idleSweep = setInterval(() => this.#releaseIdle(windowMs, watcherMs), Math.max(50, Math.floor(Math.min(windowMs, watcherMs) / 5)));
       this.#idleSweep.unref();
     }
     this.#relists = new RelistTracker((g) => {
@@ -300,6 +313,7 @@ export class ShardProxy {
     const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key, id);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
     let resumeEpoch: number | undefined;
+    let resumePoint: ResumePoint | undefined;
     if (cls.kind === "watch" && isResumingWatch(cls.query)) {
       // A watch resumes from the resourceVersion of an earlier LIST. If the
       // ranges changed since that LIST, the controller's cache holds the old
@@ -310,8 +324,12 @@ export class ShardProxy {
       // may have moved meanwhile.
       // Once per lineage: a client that never lists (a GET, then a watch)
       // must not be refused forever.
-      resumeEpoch = lineage.consumeResume(cls.query.get("resourceVersion") ?? "");
-      const unplaced = resumeEpoch === undefined && this.#dynamic && !lineage.unplacedRefused;
+      const resumed = lineage.consumeResume(cls.query.get("resourceVersion") ?? "");
+      resumeEpoch = resumed.epoch;
+      resumePoint = resumed.point;
+      // Every such resume while a restart's caches reconnect (the first
+      // minute with ranges), then once per lineage.
+      const unplaced = resumeEpoch === undefined && this.#dynamic && (Date.now() < this.#refuseUnplacedUntil || !lineage.unplacedRefused);
       if (unplaced) lineage.unplacedRefused = true;
       if (unplaced || (resumeEpoch !== undefined && resumeEpoch < this.#epoch)) {
         this.#statsFor(id).forcedRelists++;
@@ -330,7 +348,7 @@ export class ShardProxy {
       this.#lineages.touch(lineage);
     };
     res.on("close", landed);
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed, resumeEpoch });
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed, resumeEpoch, resumePoint });
     this.#sharded.web(req, res);
   };
 
@@ -456,6 +474,7 @@ export class ShardProxy {
     // table: the informer would list nothing and might be between its LIST
     // and its WATCH, with nothing open to end, when its ranges arrive.
     const first = next.generation !== 0 && next.ranges.length > 0;
+    if (first && this.#refuseUnplacedUntil === 0) this.#refuseUnplacedUntil = Date.now() + 60_000;
     const held = first && this.#held !== undefined ? this.#held.map((h) => h.lineage) : [];
     for (const r of held) this.#heldOwed.add(r);
     try {
@@ -487,7 +506,7 @@ export class ShardProxy {
     // but its resume will get 410 and relist: the generation waits for that,
     // up to a bound, since a one-off LIST looks the same and never watches.
     const windowMs = this.#opts.betweenListAndWatchMs ?? 5000;
-    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs)) watched.add(l.key);
+    for (const l of this.#lineages.betweenListAndWatch(prevEpoch, windowMs, this.#opts.watcherQuietMs ?? 65_000)) watched.add(l.key);
     const jitter = this.#opts.relistJitterMs ?? 0;
     const random = this.#opts.random ?? Math.random;
     for (const w of ending) {
@@ -510,11 +529,25 @@ export class ShardProxy {
    * watch opens); a one-off LIST, a `kubectl get -w` that exits on its 410,
    * or a stopped informer never comes back, and must not hold the ring up.
    */
-  #releaseIdle(windowMs: number): void {
+  #releaseIdle(windowMs: number, watcherMs: number): void {
     const now = Date.now();
-    for (const key of this.#relists.pending()) {
+    const pending = this.#relists.pending();
+    for (const key of [...this.#owedSince.keys()]) if (!pending.includes(key)) this.#owedSince.delete(key);
+    for (const key of pending) {
+      const since = this.#owedSince.get(key) ?? now;
+      this.#owedSince.set(key, since);
       const l = this.#lineages.find(key);
-      if (l !== undefined && (l.openWatches > 0 || l.inflight > 0 || now - l.lastUsed < windowMs)) continue;
+      if (l === undefined) {
+        // Evicted, or a held request that never made one: the longer bound.
+        if (now - since < watcherMs) continue;
+      } else if (l.watchOpens === 0) {
+        // Never watched: an informer before its first watch (which follows
+        // its LIST at once) or a one-off lister, which may list again and
+        // again and never be quiet. A fixed bound from when it became owed,
+        // but not while a LIST of it is in flight.
+        if (l.openWatches > 0 || l.inflight > 0 || now - since < windowMs) continue;
+      } else if (l.openWatches > 0 || l.inflight > 0 || now - l.lastUsed < watcherMs) continue;
+      this.#owedSince.delete(key);
       this.#heldOwed.delete(key);
       this.#relists.relisted(key, this.#epoch);
     }
@@ -770,6 +803,7 @@ export class ShardProxy {
         : createProtoWatchFilter({ ...filterOpts, ...(this.#opts.maxItemBytes === undefined ? {} : { maxFrameBytes: this.#opts.maxItemBytes }) });
     const m = this.#opts.metrics;
     let finished = false;
+    let endedByUs = false;
     // The client's resume point: the newest RV it was handed, or the one it resumed from.
     const clientRv = (): string | undefined => sink?.rv ?? (isResumingWatch(q) ? (rv ?? undefined) : undefined);
     const watch: OpenWatch = {
@@ -781,6 +815,7 @@ export class ShardProxy {
       live: filter.stats,
       terminate: (message) => {
         if (finished) return;
+        endedByUs = true;
         filter.unpipe(res);
         proxyRes.destroy();
         if (!res.writableEnded) res.end(watchErrorEvent(encoding, 410, message, "Expired"));
@@ -792,8 +827,6 @@ export class ShardProxy {
         if (finished || sink === undefined || !sink.readable || resumeAt === undefined || type === undefined) return false;
         const events = leaving.map((o) => syntheticDelete(encoding, type, o, resumeAt));
         if (!filter.narrow(matcherFor(ranges), events)) return false;
-        // A resume from here (the RV the DELETEDs carried) continues a cache of the new ranges.
-        st.lineage.rememberList(resumeAt, epoch);
         watch.ranges = ranges;
         watch.epoch = epoch;
         const stats = this.#statsFor(id);
@@ -830,6 +863,11 @@ export class ShardProxy {
     pipeline(proxyRes, filter, res, (err) => {
       finished = true;
       this.#watches.delete(watch);
+      // Its re-watch resumes from where this one left the cache, under the
+      // epoch it reached (narrowings included); not after the proxy's 410,
+      // which makes the client relist.
+      const endRv = clientRv();
+      if (!endedByUs && endRv !== undefined) st.lineage.rememberWatchEnd(endRv, watch.epoch, st.resumePoint);
       st.lineage.openWatches--;
       this.#lineages.touch(st.lineage);
       m.activeWatches.dec({ resource: id });

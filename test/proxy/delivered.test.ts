@@ -109,10 +109,10 @@ t.test("a snapshot another watch of the lineage overlapped only adds: it may be 
   l.rememberList("10", 1);
   l.rememberList("10", 2);
   l.listEpoch = 2;
-  t.equal(l.consumeResume("10"), 1, "a resume from a remembered LIST gets the oldest unused LIST's epoch at that resourceVersion");
-  t.equal(l.consumeResume("10"), 2, "the next resume, the next LIST's");
-  t.equal(l.consumeResume("10"), 2, "all used: the newest");
-  t.equal(l.consumeResume("99"), 2, "any other resume, the lineage's newest");
+  t.equal(l.consumeResume("10").epoch, 1, "a resume from a remembered LIST gets the oldest unused LIST's epoch at that resourceVersion");
+  t.equal(l.consumeResume("10").epoch, 2, "the next resume, the next LIST's");
+  t.equal(l.consumeResume("10").epoch, 2, "all used: the newest");
+  t.equal(l.consumeResume("99").epoch, 2, "any other resume, the lineage's newest");
   l.advance(1);
   t.equal(l.listEpoch, 2, "the lineage's epoch never goes back");
 });

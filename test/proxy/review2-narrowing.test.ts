@@ -191,7 +191,9 @@ function initialEnd(rv: string): string {
 
 t.test("S1: a lineage whose watch was ended by a widening and whose client never returns stalls markApplied for good", async (t) => {
   const own = new MutableOwnership({ generation: 1, ranges: LOW });
-  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 200 });
+  // watcherQuietMs: the bound for a lineage that has watched (a reflector may
+  // wait up to a minute before relisting; 65 s by default), short here.
+  const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 200, watcherQuietMs: 400 });
   f.lists = [{ body: listBody([pod("x", uidIn(LOW, HIGH, "x"), "5")], "10") }];
   // The controller's informer (all pods), and a one-shot watcher of the same
   // resource with a selector (kubectl get -l app=web -w -o json, a
@@ -366,5 +368,5 @@ t.test("S9: with every remembered lineage busy, a new lineage is dropped as soon
   listed.rememberList("10", 3);
   listed.inflight--;
   const resumed = ls.get(key, "uid", "pods"); // its WATCH resuming from RV 10
-  t.equal(resumed.consumeResume("10"), 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
+  t.equal(resumed.consumeResume("10").epoch, 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
 });

