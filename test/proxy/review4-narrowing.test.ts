@@ -1,0 +1,290 @@
+/**
+ * Fourth review: the fixes of 60de1f4 ("fix the third review's cases").
+ * Same scripted upstream as review-narrowing.test.ts .. review3. Every test
+ * asserts the CORRECT behaviour and fails on the code as reviewed:
+ *
+ *   Q1  regression: a lineage that never watched is released a fixed 5 s
+ *       after it became owed (not after 5 s of quiet). A fresh informer
+ *       whose first LIST was in flight across a change lands at ~4.5 s, its
+ *       WATCH gets 410 and the reflector backs off (0.8-1.6 s, jittered, more
+ *       after earlier failures): the lineage is released during the backoff
+ *       and the generation applied while the cache holds the old ranges
+ *   Q2  regression: narrowings are now recorded only when the watch's
+ *       pipeline callback runs (the close phase, after the socket's EOF was
+ *       read). A client that aborts and re-watches at once over a kept-alive
+ *       connection (client-node's 30 s inactivity timeout reconnects with no
+ *       delay; a quiet resource resumes from the LIST's RV) is handled first,
+ *       finds its own point still at the pre-narrowing epoch, and gets 410: a
+ *       relist the narrowing was meant to avoid
+ *   Q3  R5 fix incomplete: the refusal window only refuses resumes with no
+ *       epoch at all; once one cache of a lineage relisted, listEpoch is set
+ *       and a second cache's resume from an RV this proxy never served is
+ *       "placed" at listEpoch and let through, inside the window
+ *   Q4  (pre-existing, kept by the watch-end record) a client that aborts its
+ *       watch as the proxy narrows it never reads the synthetic DELETEDs, yet
+ *       the watch-end record files its resume point under the new epoch: its
+ *       re-watch is accepted and its cache keeps the leaving object
+ */
+import t from "tap";
+import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import { silentLogger } from "../../src/log.ts";
+import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { FULL_RANGE, HashMatcher, shardRange, type Range } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+
+/** A uid whose hash lies in `inside` and outside `outside`. */
+function uidIn(inside: readonly Range[], outside: readonly Range[], tag: string): string {
+  const a = new HashMatcher(inside);
+  const b = new HashMatcher(outside);
+  for (let i = 0; ; i++) {
+    const u = `${tag}-${i}`;
+    if (a.matchesString(u) && !b.matchesString(u)) return u;
+  }
+}
+
+function pod(name: string, uid: string, rv: string): Record<string, unknown> {
+  return { kind: "Pod", apiVersion: "v1", metadata: { name, namespace: "ns", uid, resourceVersion: rv } };
+}
+
+function listBody(items: Record<string, unknown>[], rv: string): string {
+  return JSON.stringify({ kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: rv }, items: items.map((p) => ({ ...p, kind: undefined, apiVersion: undefined })) });
+}
+
+interface Fake {
+  url: string;
+  /** What the next LISTs answer (a queue; the last one repeats). */
+  lists: Array<{ body: string; delay?: Promise<void> }>;
+  /** Open upstream watches, in arrival order. */
+  watches: ServerResponse[];
+  /** Gate for the next watch's response headers. */
+  watchHeaders: Promise<void> | undefined;
+  watchRequests: number;
+  listRequests: number;
+  close(): Promise<void>;
+}
+
+async function fakeUpstream(): Promise<Fake> {
+  const f: Fake = { url: "", lists: [], watches: [], watchHeaders: undefined, watchRequests: 0, listRequests: 0, close: async () => {} };
+  const srv = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const u = new URL(req.url ?? "/", "http://x");
+    if (u.searchParams.get("watch") === "true" || u.searchParams.get("watch") === "1") {
+      f.watchRequests++;
+      const gate = f.watchHeaders;
+      f.watchHeaders = undefined;
+      void (gate ?? Promise.resolve()).then(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.flushHeaders();
+        f.watches.push(res);
+      });
+      return;
+    }
+    f.listRequests++;
+    const next = f.lists.length > 1 ? f.lists.shift() : f.lists[0];
+    if (next === undefined) {
+      res.writeHead(500).end();
+      return;
+    }
+    void (next.delay ?? Promise.resolve()).then(() => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(next.body);
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  f.url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  f.close = () =>
+    new Promise<void>((r) => {
+      for (const w of f.watches) w.destroy();
+      srv.closeAllConnections();
+      srv.close(() => r());
+    });
+  return f;
+}
+
+function get(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, (res) => {
+      let body = "";
+      res.on("data", (b: Buffer) => (body += b.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+interface ClientWatch {
+  events: Array<{ type: string; object: { metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> }; code?: number } }>;
+  status: Promise<number>;
+  ended: Promise<void>;
+  abort(): void;
+}
+
+function watch(url: string): ClientWatch {
+  const events: ClientWatch["events"] = [];
+  let setStatus: (n: number) => void = () => {};
+  const status = new Promise<number>((r) => (setStatus = r));
+  let abort = (): void => {};
+  const ended = new Promise<void>((resolve) => {
+    const req = request(url, (res) => {
+      setStatus(res.statusCode ?? 0);
+      let buf = "";
+      res.on("data", (b: Buffer) => {
+        buf += b.toString();
+        const parts = buf.split("\n");
+        buf = parts.pop() ?? "";
+        for (const l of parts) if (l !== "") events.push(JSON.parse(l) as ClientWatch["events"][number]);
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+    });
+    req.on("error", () => resolve());
+    req.end();
+    abort = () => req.destroy();
+  });
+  return { events, status, ended, abort };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(p: () => boolean, ms = 3000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (p()) return true;
+    await sleep(10);
+  }
+  return p();
+}
+
+async function setup(t: { teardown(fn: () => Promise<void>): void }, own: MutableOwnership, extra: Record<string, unknown> = {}) {
+  const f = await fakeUpstream();
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(f.url),
+    resources: parseResources("pods"),
+    ownership: own,
+    fallback: "filter",
+    logger: silentLogger(),
+    syntheticDeletes: true,
+    ...extra,
+  });
+  t.teardown(async () => {
+    await proxy.close();
+    await f.close();
+  });
+  return { f, proxy };
+}
+
+
+const LOW = [shardRange(0, 2)];
+const HIGH = [shardRange(1, 2)];
+
+const QUARTER = [shardRange(0, 4)];
+
+const deletedCount = (w: ClientWatch): number => w.events.filter((e) => e.type === "DELETED").length;
+
+t.test("Q1: a fresh informer whose first LIST spanned a change is released during its post-410 backoff, 5 s after it became owed", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own); // default windows (5 s / 65 s)
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
+  let land = (): void => {};
+  const gate = new Promise<void>((r) => (land = r));
+  f.lists = [{ body: listBody([x], "10"), delay: gate }, { body: listBody([x, y], "12") }];
+  // A controller starts an informer (controller-runtime starts them lazily;
+  // a joining member's controller starts all of them) on a large resource:
+  // its first LIST takes a few seconds, and the ranges widen meanwhile.
+  const l1 = get(`${proxy.url}/api/v1/pods`);
+  t.ok(await until(() => f.listRequests === 1), "the informer's first LIST is in flight under LOW");
+  own.set({ generation: 2, ranges: [FULL_RANGE] });
+  await sleep(4500);
+  land();
+  t.equal((await l1).status, 200, "the LIST lands ~4.5 s later, filtered with LOW (cache: x)");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await w.status, 410, "its WATCH, which follows at once, is refused: the cache is of LOW");
+  // client-go: ListAndWatch returns the error and Run waits
+  // backoffManager.Backoff() (0.8 s doubling, jitter up to 2x; longer if the
+  // reflector failed before within 2 min) before it lists again.
+  await sleep(2000);
+  t.same(own.applied, [], `generation 2 is not applied while the informer backs off with a LOW cache (applied: ${JSON.stringify(own.applied)})`);
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "it relists after its backoff");
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=12`);
+  t.equal(await w2.status, 200, "and resumes");
+  t.ok(await until(() => own.applied.includes(2)), "generation 2 is applied then");
+  w2.abort();
+});
+
+t.test("Q2: a re-watch handled before the narrowed watch's pipeline callback finds its point at the old epoch and is refused", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const z = pod("z", uidIn(HIGH, LOW, "z"), "7");
+  f.lists = [{ body: listBody([x, z], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST (cache: x, z)");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  own.set({ generation: 2, ranges: LOW });
+  t.ok(await until(() => deletedCount(w) === 1), "z's synthetic DELETED (carrying RV 10) reached the client");
+  t.same(own.applied, [2], "narrowed in place");
+  // A kept-alive connection to the proxy, idle (undici's pool, say).
+  const sock: Socket = connect(Number(new URL(proxy.url).port), "127.0.0.1");
+  await new Promise<void>((r) => sock.once("connect", () => r()));
+  await sleep(100);
+  let resp = "";
+  sock.on("data", (b: Buffer) => (resp += b.toString()));
+  // client-node's 30 s inactivity timeout (a quiet resource; ListWatch asks
+  // for no bookmarks): it aborts the watch and re-watches at once from its
+  // RV, which the DELETED set to 10, over the pooled connection.
+  w.abort();
+  sock.write("GET /api/v1/pods?watch=true&resourceVersion=10 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n");
+  t.ok(await until(() => /^HTTP\/1\.1 \d+/.test(resp)), "the re-watch was answered");
+  t.match(resp.slice(0, 15), /^HTTP\/1\.1 200/, `the narrowed cache resumes without a relist (got: ${resp.split("\r\n")[0]})`);
+  sock.destroy();
+});
+
+t.test("Q3: inside the restart window, a second cache's resume from an RV this proxy never served is let through once the first cache relisted", async (t) => {
+  const own = new MutableOwnership({ generation: 0, ranges: [] });
+  const { f, proxy } = await setup(t, own, { waitForRangesMs: 3000 });
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  f.lists = [{ body: listBody([x], "20") }];
+  // Two caches of one lineage, both built through the previous proxy
+  // process. The first reconnects while the proxy waits for its ranges.
+  const w1 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  await sleep(50);
+  own.set({ generation: 5, ranges: LOW });
+  t.equal(await w1.status, 410, "the first cache's unplaceable resume is refused");
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the first cache relists");
+  const w1b = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=20`);
+  t.equal(await w1b.status, 200, "and resumes from its new LIST");
+  // The second cache's reflector was backing off (connection refused during
+  // the restart) and reconnects a few seconds later, well inside the first
+  // minute: its resume point (14) is from the previous process.
+  await sleep(200);
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=14`);
+  t.equal(await w2.status, 410, "the second cache's resume is just as unplaceable: refused");
+  w1b.abort();
+  w2.abort();
+});
+
+t.test("Q4: a client that aborts as its watch is narrowed never reads the DELETEDs; its re-watch is accepted under the new epoch", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy } = await setup(t, own);
+  const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
+  const z = pod("z", uidIn(HIGH, LOW, "z"), "7");
+  f.lists = [{ body: listBody([x, z], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST (cache: x, z)");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  // The narrowing lands in the same turn as the client's inactivity timer
+  // (timers run before the poll phase that would read the DELETED).
+  own.set({ generation: 2, ranges: LOW });
+  w.abort();
+  await w.ended;
+  await sleep(200);
+  t.equal(deletedCount(w), 0, "the client never processed z's DELETED (its cache: x, z; its RV: 10)");
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.equal(await w2.status, 410, "its re-watch from 10 must relist: its cache still holds z");
+  w2.abort();
+});
