@@ -52,6 +52,8 @@ export class Lineage {
   openWatches = 0;
   /** Watches ever opened (served), to tell whether a snapshot had the lineage to itself. */
   watchOpens = 0;
+  /** WATCH requests ever made, served or refused: a lineage that tried is a reflector's. */
+  watchAttempts = 0;
   /** Requests of this lineage sent upstream and not yet answered (lists: until served whole). */
   inflight = 0;
   /** When a request of this lineage last started or ended (ms). */
@@ -308,7 +310,7 @@ export class WatchSink implements TapSink {
  * doubling to 30 s, jittered up to 2×); one that never watched is a one-off.
  */
 export function quietBound(l: Lineage, windowMs: number, watcherWindowMs: number): number {
-  return l.watchOpens > 0 ? watcherWindowMs : windowMs;
+  return l.watchAttempts > 0 ? watcherWindowMs : windowMs;
 }
 
 /** Every lineage the proxy has seen, bounded (see {@link MAX_LINEAGES}, {@link IDLE_INDEX_MS}). */

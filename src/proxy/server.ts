@@ -136,7 +136,8 @@ interface ShardedState {
   readonly landed: () => void;
   /** A resuming watch: the epoch of the cache it continues, if placed (see Lineage.consumeResume). */
   readonly resumeEpoch: number | undefined;
-  readonly resumePoint: ResumePoint | undefined;
+  /** The point this watch continues; replaced when a narrowing records a new one. */
+  resumePoint: ResumePoint | undefined;
 }
 
 interface OpenWatch {
@@ -302,16 +303,19 @@ export class ShardProxy {
     const own = this.#opts.ownership.current();
     const rw = rewriteQuery(cls.query, cls.resource.key, own.ranges);
     if (!rw.ok) {
+      this.#answeredEarly(cls.path, cls.query, req.headers.accept);
       sendStatus(res, rw.status, rw.message);
       return;
     }
     if (filterableAccept(req.headers.accept) === undefined) {
+      this.#answeredEarly(cls.path, cls.query, req.headers.accept);
       sendStatus(res, 406, `shardcar: sharded ${id} can only be served as JSON or Kubernetes protobuf; Accept was ${JSON.stringify(req.headers.accept)}`);
       return;
     }
     const qs = rw.query.toString();
     const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key, id);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
+    if (cls.kind === "watch") lineage.watchAttempts++;
     let resumeEpoch: number | undefined;
     let resumePoint: ResumePoint | undefined;
     if (cls.kind === "watch" && isResumingWatch(cls.query)) {
@@ -328,8 +332,12 @@ export class ShardProxy {
       resumeEpoch = resumed.epoch;
       resumePoint = resumed.point;
       // Every such resume while a restart's caches reconnect (the first
-      // minute with ranges), then once per lineage.
-      const unplaced = resumeEpoch === undefined && this.#dynamic && (Date.now() < this.#refuseUnplacedUntil || !lineage.unplacedRefused);
+      // minute with ranges), then once per lineage. Inside that minute, a
+      // resume from a resourceVersion this process never left a cache at
+      // (every LIST and every watch end is recorded) is one too, even where
+      // the lineage has relisted since: another cache of it may not have.
+      const inWindow = Date.now() < this.#refuseUnplacedUntil;
+      const unplaced = this.#dynamic && (inWindow ? resumePoint === undefined : resumeEpoch === undefined && !lineage.unplacedRefused);
       if (unplaced) lineage.unplacedRefused = true;
       if (unplaced || (resumeEpoch !== undefined && resumeEpoch < this.#epoch)) {
         this.#statsFor(id).forcedRelists++;
@@ -452,6 +460,12 @@ export class ShardProxy {
     return s;
   }
 
+  /** A held request refused before it reached a lineage owes nothing (it never will list). */
+  #answeredEarly(path: string, query: URLSearchParams, accept: string | undefined): void {
+    const key = lineageKey(path, query, accept);
+    if (this.#heldOwed.delete(key)) this.#relists.relisted(key, this.#epoch);
+  }
+
   /** Serves the requests held for the first ranges, under whatever ranges hold now. */
   #releaseHeld(why: string): void {
     const held = this.#held;
@@ -540,13 +554,13 @@ export class ShardProxy {
       if (l === undefined) {
         // Evicted, or a held request that never made one: the longer bound.
         if (now - since < watcherMs) continue;
-      } else if (l.watchOpens === 0) {
+      } else if (l.watchAttempts === 0) {
         // Never watched: an informer before its first watch (which follows
         // its LIST at once) or a one-off lister, which may list again and
         // again and never be quiet. A fixed bound from when it became owed,
         // but not while a LIST of it is in flight.
         if (l.openWatches > 0 || l.inflight > 0 || now - since < windowMs) continue;
-      } else if (l.openWatches > 0 || l.inflight > 0 || now - l.lastUsed < watcherMs) continue;
+      } else if (l.openWatches > 0 || l.inflight > 0 || (now - l.lastUsed < watcherMs && now - since < 2 * watcherMs)) continue;
       this.#owedSince.delete(key);
       this.#heldOwed.delete(key);
       this.#relists.relisted(key, this.#epoch);
@@ -827,6 +841,11 @@ export class ShardProxy {
         if (finished || sink === undefined || !sink.readable || resumeAt === undefined || type === undefined) return false;
         const events = leaving.map((o) => syntheticDelete(encoding, type, o, resumeAt));
         if (!filter.narrow(matcherFor(ranges), events)) return false;
+        // A re-watch may arrive before this watch's end is recorded (a
+        // client's timeout aborts and re-watches in one turn): its resume
+        // point is of the new ranges from now on.
+        if (st.resumePoint !== undefined && st.resumePoint.rv === resumeAt) st.resumePoint.epoch = epoch;
+        else st.resumePoint = st.lineage.rememberList(resumeAt, epoch);
         watch.ranges = ranges;
         watch.epoch = epoch;
         const stats = this.#statsFor(id);
