@@ -98,14 +98,24 @@ export const bench: Bench = async ({ quick }) => {
 
   let kept = 0;
   let items = 0;
-  const candidate = await bestThroughput(unfiltered.length, minMs, async () => {
-    const f = createJsonListFilter({ matcher, key: "uid", sentSelector: SENT });
-    await pumpToNull(chunks, [f]);
-    if (f.stats.path !== "filter") throw new Error("expected the filter path");
-    kept = f.stats.kept;
-    items = f.stats.items;
-  });
-  const baseline = await bestThroughput(unfiltered.length, minMs, () => pumpToNull(chunks, [new ParseFilterStringify(matcher)]));
+  const runCandidate = (): Promise<number> =>
+    bestThroughput(unfiltered.length, minMs, async () => {
+      const f = createJsonListFilter({ matcher, key: "uid", sentSelector: SENT });
+      await pumpToNull(chunks, [f]);
+      if (f.stats.path !== "filter") throw new Error("expected the filter path");
+      kept = f.stats.kept;
+      items = f.stats.items;
+    });
+  const runBaseline = (): Promise<number> => bestThroughput(unfiltered.length, minMs, () => pumpToNull(chunks, [new ParseFilterStringify(matcher)]));
+  // Two alternating rounds, best of each: a burst of load on the shared
+  // machine during one side's only window made a quick run read 2.83× where
+  // a quiet one reads 4.3×.
+  let candidate = 0;
+  let baseline = 0;
+  for (let pass = 0; pass < 2; pass++) {
+    candidate = Math.max(candidate, await runCandidate());
+    baseline = Math.max(baseline, await runBaseline());
+  }
 
   // Fast path: same pods, with the server's confirmation in the list metadata.
   const confirmed = syntheticPodList(quick ? 20 * MB : 100 * MB, { seed: 7, selector: SENT });
