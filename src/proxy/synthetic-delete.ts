@@ -8,6 +8,7 @@
  * from: a relist would have produced the same delete notification.
  */
 import type { Encoding } from "./accept.ts";
+import { META_ANNOTATIONS, META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "./scan/proto-object.ts";
 import { envelope, typeMeta, watchEventFrame } from "./scan/proto-status.ts";
 import { lenField, stringField } from "./scan/proto-wire.ts";
 import type { DeliveredObject } from "./scan/tap.ts";
@@ -33,15 +34,14 @@ function jsonDelete(type: TypeMeta, obj: DeliveredObject, rv: string): Buffer {
   return Buffer.from(`${JSON.stringify({ type: "DELETED", object: { kind: type.kind, apiVersion: type.apiVersion, metadata } })}\n`);
 }
 
-// ObjectMeta: name = 1, namespace = 3, uid = 5, resourceVersion = 6,
-// annotations = 12 (map<string,string> entries {key = 1, value = 2}).
+// Annotations are a map<string,string>: entries {key = 1, value = 2}.
 function protoDelete(type: TypeMeta, obj: DeliveredObject, rv: string): Buffer {
   const meta = Buffer.concat([
-    stringField(1, obj.name),
-    obj.namespace === "" ? Buffer.alloc(0) : stringField(3, obj.namespace),
-    obj.uid === "" ? Buffer.alloc(0) : stringField(5, obj.uid),
-    stringField(6, rv),
-    lenField(12, stringField(1, SYNTHETIC_DELETE_ANNOTATION), stringField(2, ANNOTATION_VALUE)),
+    stringField(META_NAME, obj.name),
+    obj.namespace === "" ? Buffer.alloc(0) : stringField(META_NAMESPACE, obj.namespace),
+    obj.uid === "" ? Buffer.alloc(0) : stringField(META_UID, obj.uid),
+    stringField(META_RESOURCE_VERSION, rv),
+    lenField(META_ANNOTATIONS, stringField(1, SYNTHETIC_DELETE_ANNOTATION), stringField(2, ANNOTATION_VALUE)),
   ]);
-  return watchEventFrame("DELETED", envelope(typeMeta(type.apiVersion, type.kind), lenField(1, meta)));
+  return watchEventFrame("DELETED", envelope(typeMeta(type.apiVersion, type.kind), lenField(OBJECT_META_FIELD, meta)));
 }

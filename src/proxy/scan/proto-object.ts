@@ -16,6 +16,7 @@ import type { ShardKey } from "../../shard/selector.ts";
 import { bytesEqual, hasMagic, WIRE_LEN, WireReader } from "./proto-wire.ts";
 
 export const OBJECT_META_FIELD = 1;
+export const META_NAME = 1;
 export const META_NAMESPACE = 3;
 export const META_UID = 5;
 export const META_RESOURCE_VERSION = 6;

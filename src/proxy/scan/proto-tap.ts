@@ -6,16 +6,12 @@
  * memory is bounded by one ObjectMeta. The watch tap reads whole frames.
  */
 import { ScanError } from "../../errors.ts";
-import { OBJECT_META_FIELD } from "./proto-object.ts";
+import { META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "./proto-object.ts";
 import { K8S_MAGIC, VarintAccumulator, WIRE_I32, WIRE_I64, WIRE_LEN, WIRE_VARINT, WireReader } from "./proto-wire.ts";
 import { itemKind, type Tap, type TapSink } from "./tap.ts";
 
 /** ObjectMeta and ListMeta are small; anything bigger is not what a server sends. */
 const MAX_META_BYTES = 16 * 1024 * 1024;
-const META_NAME = 1;
-const META_NAMESPACE = 3;
-const META_UID = 5;
-const META_RESOURCE_VERSION = 6;
 const LIST_META_RESOURCE_VERSION = 2;
 const LIST_META_CONTINUE = 3;
 
@@ -231,6 +227,9 @@ class ProtoWatchTap implements Tap {
   readonly #sink: TapSink;
   readonly #event = new WireReader();
   readonly #inner = new WireReader();
+  // One reader per nesting level, reused for every frame (no allocation per event).
+  readonly #typeMetaReader = new WireReader();
+  readonly #metaReader = new WireReader();
   readonly #meta: Meta = { name: undefined, namespace: "", uid: "", rv: undefined };
   #dead = false;
   #pending: Buffer = Buffer.alloc(0);
@@ -283,7 +282,7 @@ class ProtoWatchTap implements Tap {
     let objEnd = -1;
     while (u.next()) {
       if (u.wire !== WIRE_LEN) continue;
-      if (u.field === 1) tm = readTypeMeta(buf, u.valueStart, u.valueEnd, new WireReader());
+      if (u.field === 1) tm = readTypeMeta(buf, u.valueStart, u.valueEnd, this.#typeMetaReader);
       else if (u.field === 2) [objStart, objEnd] = [u.valueStart, u.valueEnd];
     }
     if (objStart < 0) return;
@@ -291,8 +290,7 @@ class ProtoWatchTap implements Tap {
     m.name = m.rv = undefined;
     m.namespace = m.uid = "";
     const o = this.#inner.reset(buf, objStart, objEnd);
-    const metaReader = new WireReader();
-    while (o.next()) if (o.field === OBJECT_META_FIELD && o.wire === WIRE_LEN) readObjectMeta(buf, o.valueStart, o.valueEnd, m, metaReader);
+    while (o.next()) if (o.field === OBJECT_META_FIELD && o.wire === WIRE_LEN) readObjectMeta(buf, o.valueStart, o.valueEnd, m, this.#metaReader);
     if (type === "ADDED" || type === "MODIFIED" || type === "DELETED") {
       if (m.name === undefined) {
         this.#dead = true;
