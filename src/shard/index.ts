@@ -10,5 +10,6 @@
 export * from "./hash.ts";
 export * from "./range.ts";
 export * from "./selector.ts";
+export * from "./slots.ts";
 export * from "./spec.ts";
 export * from "./table.ts";
