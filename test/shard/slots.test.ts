@@ -1,4 +1,5 @@
 import t from "tap";
+import { rng } from "../support/rng.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { FULL_RANGE, KEYSPACE_END, shardRange, equal, type Range } from "../../src/shard/range.ts";
 import { slotRange } from "../../src/shard/table.ts";
@@ -14,17 +15,6 @@ import {
   slotsOfRanges,
 } from "../../src/shard/slots.ts";
 
-// mulberry32: reproducible property runs.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const randomHash = (r: () => number): bigint => (BigInt(Math.floor(r() * 2 ** 32)) << 32n) | BigInt(Math.floor(r() * 2 ** 32));
 
 t.test("an object's slot is the ring slot whose range holds its hash, at every slot boundary", async (t) => {

@@ -1,18 +1,8 @@
 import t from "tap";
+import { rng } from "../support/rng.ts";
 import { FULL_RANGE, intersect, shardRange, union, equal, type Range } from "../../src/shard/range.ts";
 import { assignSlots, slotRange, slotsOf, slotsToRanges, MAX_SLOT_COUNT, type SlotOwners } from "../../src/shard/table.ts";
 
-// A small seeded PRNG (mulberry32) so every property run is reproducible.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const names = (n: number, prefix = "m"): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 

@@ -8,17 +8,9 @@
 import type { K8sProto, PlainObject } from "./k8s.ts";
 import { encodeEnvelope, encodeEventFrame } from "./k8s.ts";
 
-/** A small deterministic PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../rng.ts";
+
+export { rng };
 
 function hex(r: () => number, n: number): string {
   let s = "";
