@@ -10,7 +10,8 @@
  * image itself (`podman image mount`), not the Dockerfile.
  */
 import t from "tap";
-import { openSync, readSync, closeSync, readFileSync, readdirSync, lstatSync, existsSync } from "node:fs";
+import { openSync, readSync, closeSync, readFileSync, readdirSync, lstatSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import { IMAGE, RESTRICTED, podman, runImage } from "./support.ts";
@@ -155,5 +156,17 @@ if (IMAGE === undefined) {
     t.ok(Number.isSafeInteger(size) && size > 0, `podman reports a size (${inspect.stdout.trim()})`);
     t.comment(`image size: ${(size / 1e6).toFixed(1)} MB uncompressed (budget ${SIZE_BUDGET_BYTES / 1e6} MB)`);
     t.ok(size <= SIZE_BUDGET_BYTES, `${(size / 1e6).toFixed(1)} MB ≤ ${SIZE_BUDGET_BYTES / 1e6} MB`);
+    // What a registry stores and a node pulls: the gzip-compressed layers,
+    // from an OCI layout podman writes (reported, for docs/install.md).
+    const dir = mkdtempSync(join(tmpdir(), "shardcar-oci-"));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const pushed = await podman(["push", "--compression-format", "gzip", image, `oci:${dir}:image`]);
+    t.equal(pushed.code, 0, pushed.stderr);
+    const index = JSON.parse(readFileSync(join(dir, "index.json"), "utf8")) as { manifests: Array<{ digest: string }> };
+    const blob = (digest: string): string => join(dir, "blobs", ...digest.split(":"));
+    const manifest = JSON.parse(readFileSync(blob(index.manifests[0]?.digest ?? ""), "utf8")) as { layers: Array<{ size: number }> };
+    const compressed = manifest.layers.reduce((sum, l) => sum + l.size, 0);
+    t.ok(compressed > 0 && compressed < size, `compressed layers are smaller than the image (${compressed} bytes)`);
+    t.comment(`image size: ${(compressed / 1e6).toFixed(1)} MB compressed in ${manifest.layers.length} layers`);
   });
 }
