@@ -18,6 +18,7 @@ export const ANNOTATIONS = {
   shards: "shardcar.io/shards",
   ring: "shardcar.io/ring",
   fallback: "shardcar.io/fallback",
+  filter: "shardcar.io/filter",
   handoff: "shardcar.io/handoff",
   syntheticDeletes: "shardcar.io/synthetic-deletes",
   leaderElection: "shardcar.io/leader-election",
@@ -30,6 +31,8 @@ const KNOWN = new Set<string>(Object.values(ANNOTATIONS));
 const PREFIX = "shardcar.io/";
 
 export type Fallback = "filter" | "fail";
+/** How the proxy asks the server to filter: KEP-5866's shardSelector, or a slot label (docs/label-slots.md). */
+export type FilterMode = "shardselector" | "labels";
 export type Handoff = "overlap" | "exclusive";
 
 /** The validated per-pod settings, ready to become sidecar flags. */
@@ -39,6 +42,7 @@ export interface PodSettings {
   /** `shardcar.io/ring` as written; the default (the owning workload) is resolved by the decision. */
   readonly ring: string | undefined;
   readonly fallback: Fallback;
+  readonly filter: FilterMode;
   readonly handoff: Handoff;
   /** Ring mode: narrow with synthetic DELETEDs instead of relisting (the proxy's default). */
   readonly syntheticDeletes: boolean;
@@ -117,17 +121,24 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
     }
   }
 
+  const filter = oneOf(get(ANNOTATIONS.filter), ANNOTATIONS.filter, ["shardselector", "labels"] as const, "shardselector", problems);
   const ring = get(ANNOTATIONS.ring);
   if (ring !== undefined) {
     if (!DNS_LABEL.test(ring) || ring.length > MAX_RING) {
       problems.push(
         `invalid ${ANNOTATIONS.ring} ${JSON.stringify(ring)}: allowed is a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most ${MAX_RING} characters)`,
       );
-    } else if (rawShards !== undefined && shards.mode !== "ring") {
+    } else if (rawShards !== undefined && shards.mode !== "ring" && filter !== "labels") {
+      // Static shards in labels mode name their ring too: the ShardRing
+      // that says what the manager labels, and the label key.
       problems.push(
-        `${ANNOTATIONS.ring} ${JSON.stringify(ring)} is allowed only with ${ANNOTATIONS.shards}: ring, but ${ANNOTATIONS.shards} is ${JSON.stringify(rawShards)}; remove one of them`,
+        `${ANNOTATIONS.ring} ${JSON.stringify(ring)} is allowed only with ${ANNOTATIONS.shards}: ring or ${ANNOTATIONS.filter}: labels, but ${ANNOTATIONS.shards} is ${JSON.stringify(rawShards)}; remove one of them`,
       );
     }
+  } else if (filter === "labels" && shards.mode !== "ring") {
+    problems.push(
+      `${ANNOTATIONS.filter} "labels" with ${ANNOTATIONS.shards} ${JSON.stringify(rawShards ?? "")} needs ${ANNOTATIONS.ring}: the ShardRing (spec.filter: labels) whose slot label shard.shardcar.io/<ring> the proxy selects by`,
+    );
   }
 
   const fallback = oneOf(get(ANNOTATIONS.fallback), ANNOTATIONS.fallback, ["filter", "fail"] as const, "filter", problems);
@@ -149,7 +160,7 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
   }
 
   if (problems.length > 0) return { ok: false, problems };
-  return { ok: true, settings: { resources, shards, ring, fallback, handoff, syntheticDeletes, leaderElection, kubeconfig } };
+  return { ok: true, settings: { resources, shards, ring, fallback, filter, handoff, syntheticDeletes, leaderElection, kubeconfig } };
 }
 
 /** The `--resources` value, in one canonical spelling. */

@@ -36,7 +36,7 @@ export type SkipReason =
 
 export interface InjectionPlan {
   readonly settings: PodSettings;
-  /** The ring's name in ring mode (explicit or the owning workload's); `undefined` in static modes. */
+  /** The ring's name in ring mode (explicit or the owning workload's) and in static labels mode; otherwise `undefined`. */
   readonly ring: string | undefined;
   /** Names of the `spec.containers` to rewire to the sidecar, in pod order. */
   readonly apps: readonly string[];
@@ -121,7 +121,8 @@ export function decideInjection(pod: JsonObject, config: InjectorConfig, context
   }
 
   let ring: string | undefined;
-  if (settings.shards.mode === "ring") {
+  if (settings.shards.mode !== "ring") ring = settings.ring; // labels mode only (parsePodSettings refuses it otherwise)
+  else {
     const resolved = settings.ring === undefined ? ringFromOwner(metadata, labels) : { ok: true as const, name: settings.ring };
     if (!resolved.ok) return { refuse: resolved.problem };
     ring = resolved.name;

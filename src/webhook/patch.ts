@@ -116,6 +116,8 @@ function sidecar(plan: InjectionPlan): JsonObject {
     "--shards",
     formatShards(settings.shards),
     ...(plan.ring === undefined ? [] : ["--ring", plan.ring]),
+    // Only when labels: the proxy's default (shardselector) stays the single source of truth.
+    ...(settings.filter === "labels" ? ["--filter", "labels"] : []),
     "--fallback",
     settings.fallback,
     "--handoff",

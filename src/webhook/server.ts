@@ -1,6 +1,8 @@
 /**
  * The webhook's HTTPS edge: guards (method, path, content type, body size,
- * JSON), then {@link reviewPodAdmission}. Everything the apiserver would
+ * JSON), then {@link reviewPodAdmission} (`/mutate-pods`) or, when the
+ * manager runs label slots, {@link reviewLabelAdmission} (`/label-slots`):
+ * both endpoints pass the same guards. Everything the apiserver would
  * never send still gets a clear AdmissionReview answer, so a misconfigured
  * webhook shows its cause in the apiserver's log instead of an opaque
  * decoding failure.
@@ -9,13 +11,17 @@ import { createServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../log.ts";
+import type { LabelSlotConfig } from "../ring/label-slots.ts";
 import type { InjectorConfig } from "./config.ts";
+import { reviewLabelAdmission, type LabelOutcome } from "./label-review.ts";
 import type { TlsMaterial } from "./pki.ts";
 import { completeReview, errored, type AdmissionReviewResponse } from "./response.ts";
 import { reviewPodAdmission, type ReviewOutcome } from "./review.ts";
 
 /** Path of the pod mutation endpoint, as the MutatingWebhookConfiguration names it. */
 export const MUTATE_PODS_PATH = "/mutate-pods";
+/** Path of the stamping webhook for the sharded resources of labels-mode rings. */
+export const LABEL_SLOTS_PATH = "/label-slots";
 
 /**
  * Largest AdmissionReview accepted. The apiserver caps a request body at
@@ -35,6 +41,15 @@ export interface WebhookServerOptions {
   readonly logger: Logger;
   /** Called after each admission, e.g. to count outcomes. Must not throw. */
   readonly onOutcome?: (outcome: ReviewOutcome) => void;
+  /** Serves {@link LABEL_SLOTS_PATH} when given (docs/label-slots.md). */
+  readonly labelSlots?: LabelSlotsEndpoint | undefined;
+}
+
+export interface LabelSlotsEndpoint {
+  /** The labels-mode rings right now; `undefined` until the manager has read the ShardRings. */
+  config(): LabelSlotConfig | undefined;
+  /** Called after each review. Must not throw. */
+  readonly onOutcome?: (outcome: LabelOutcome) => void;
 }
 
 export interface WebhookServer {
@@ -109,8 +124,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
     return;
   }
-  if (path !== MUTATE_PODS_PATH) {
-    res.writeHead(404, { "content-type": "text/plain" }).end(`not found: shardcar serves ${MUTATE_PODS_PATH} and /healthz\n`);
+  const labels = path === LABEL_SLOTS_PATH ? opts.labelSlots : undefined;
+  if (path !== MUTATE_PODS_PATH && labels === undefined) {
+    const served = [MUTATE_PODS_PATH, ...(opts.labelSlots === undefined ? [] : [LABEL_SLOTS_PATH]), "/healthz"];
+    res.writeHead(404, { "content-type": "text/plain" }).end(`not found: shardcar serves ${served.join(", ")}\n`);
     return;
   }
   if (req.method !== "POST") {
@@ -155,6 +172,16 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
   }
 
   const started = performance.now();
+  if (labels !== undefined) {
+    const answer = reviewLabelAdmission(body, labels.config());
+    const ms = Math.round((performance.now() - started) * 100) / 100;
+    const log = { uid: answer.review.response.uid, object: answer.subject, ...answer.outcome, ms };
+    if (answer.outcome.result === "errored") opts.logger.warn(log, "label-slots admission errored");
+    else opts.logger.debug(log, `label-slots admission ${answer.outcome.result}`);
+    labels.onOutcome?.(answer.outcome);
+    writeReview(res, answer.review);
+    return;
+  }
   const { review, outcome, pod } = reviewPodAdmission(body, opts.config);
   const ms = Math.round((performance.now() - started) * 100) / 100;
   const uid = review.response.uid;

@@ -15,7 +15,7 @@
  * `REFRESH_GOLDEN=1` rewrites the goldens (atomically) and deletes stale ones.
  */
 import t from "tap";
-import { readFileSync, readdirSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
@@ -24,10 +24,10 @@ import type { InjectorConfig } from "../../src/webhook/config.ts";
 import type { JsonObject } from "../../src/webhook/json.ts";
 import { buildInjectionPatch } from "../../src/webhook/patch.ts";
 import { reviewPodAdmission } from "../../src/webhook/review.ts";
+import { Goldens } from "./goldens.ts";
 import { reviewFor, startTestWebhook, testConfig, type TestWebhook } from "./support.ts";
 
 const DIR = fileURLToPath(new URL("./testdata/inject/", import.meta.url));
-const REFRESH = process.env["REFRESH_GOLDEN"] === "1" || process.env["REFRESH_GOLDEN"] === "true";
 const SA = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /** The only cases that need something other than the defaults. */
@@ -52,6 +52,10 @@ const INJECTED: Record<string, { apps: string[]; ring?: string; tokenVolume?: st
   "synthetic-deletes-off.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
   // Static shards (1/4): no ring flag.
   "custom-ports.pod.json": { apps: ["manager"], tokenVolume: "kube-api-access-7xk2p" },
+  // shardcar.io/filter: labels: --filter labels, the ring defaulted from the owner as in ring mode.
+  "labels-ring.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
+  // Static shards in labels mode name their ring: it says what is labelled, and the label key.
+  "labels-static-with-ring.pod.json": { apps: ["manager"], ring: "guestbook", tokenVolume: "kube-api-access-7xk2p" },
 };
 
 /** Cases admitted unchanged, and why. */
@@ -73,7 +77,9 @@ const DENIED_MENTIONS: Record<string, string[]> = {
   "invalid-shards-index.pod.json": ["shardcar.io/shards", '"3/3"', "less than N"],
   "invalid-shards-selector.pod.json": ["shardcar.io/shards", "object.metadata.name"],
   "invalid-ring.pod.json": ["shardcar.io/ring", '"Guestbook_Ring"', "DNS-1123 label"],
-  "invalid-ring-with-static-shards.pod.json": ["shardcar.io/ring", '"guestbook"', '"0/2"', "only with shardcar.io/shards: ring"],
+  "invalid-ring-with-static-shards.pod.json": ["shardcar.io/ring", '"guestbook"', '"0/2"', "only with shardcar.io/shards: ring or shardcar.io/filter: labels"],
+  "invalid-filter.pod.json": ["shardcar.io/filter", '"label"', '"shardselector" and "labels"'],
+  "invalid-filter-labels-static-without-ring.pod.json": ["shardcar.io/filter", '"labels"', '"0/2"', "needs shardcar.io/ring"],
   "invalid-fallback.pod.json": ["shardcar.io/fallback", '"ignore"', '"filter" and "fail"'],
   "invalid-handoff.pod.json": ["shardcar.io/handoff", '"graceful"', '"overlap" and "exclusive"'],
   "invalid-synthetic-deletes.pod.json": ["shardcar.io/synthetic-deletes", '"no"', '"true" and "false"'],
@@ -120,37 +126,12 @@ interface ReviewAnswer {
 const inputs = readdirSync(DIR)
   .filter((f) => f.endsWith(".pod.json"))
   .sort();
-const produced = new Set<string>(inputs);
+const goldens = new Goldens(DIR, "test/webhook/inject.test.ts", inputs);
 let webhook: TestWebhook;
 
 t.before(async () => {
   webhook = await startTestWebhook(t);
 });
-
-function golden(tt: Tap, name: string, actual: string): void {
-  produced.add(name);
-  const path = join(DIR, name);
-  let expected: string | undefined;
-  try {
-    expected = readFileSync(path, "utf8");
-  } catch {
-    expected = undefined;
-  }
-  if (REFRESH) {
-    if (expected !== actual) {
-      // Write then rename, so an interrupted refresh never leaves half a golden.
-      writeFileSync(`${path}.tmp`, actual);
-      renameSync(`${path}.tmp`, path);
-    }
-    tt.pass(`${name} refreshed`);
-    return;
-  }
-  if (expected === undefined) {
-    tt.fail(`${name} is missing; run REFRESH_GOLDEN=1 npx tap test/webhook/inject.test.ts and review the new file`);
-    return;
-  }
-  tt.equal(actual, expected, `${name} matches (REFRESH_GOLDEN=1 to rewrite)`);
-}
 
 interface Tap {
   equal(a: unknown, b: unknown, ...msg: [] | [string]): void;
@@ -180,7 +161,7 @@ inputs.forEach((file, i) => {
     t.equal(response.uid, uid, "the response echoes the request's uid");
 
     if ("refuse" in decision) {
-      golden(t, `${file}.denied`, `${decision.refuse}\n`);
+      goldens.check(t, `${file}.denied`, `${decision.refuse}\n`);
       t.equal(response.allowed, false, "denied over HTTPS too");
       t.same(response.status, { code: 403, reason: "Forbidden", message: decision.refuse }, "with the same message");
       const mentions = DENIED_MENTIONS[file];
@@ -191,8 +172,8 @@ inputs.forEach((file, i) => {
 
     const ops = decision.inject ? buildInjectionPatch(raw as unknown as JsonObject, decision.plan) : [];
     const injected = jsonpatch.applyPatch(structuredClone(raw), structuredClone(ops) as jsonpatch.Operation[], true, false).newDocument;
-    golden(t, `${file}.patch`, `${JSON.stringify(ops, null, 2)}\n`);
-    golden(t, `${file}.injected`, `${JSON.stringify(injected, null, 2)}\n`);
+    goldens.check(t, `${file}.patch`, `${JSON.stringify(ops, null, 2)}\n`);
+    goldens.check(t, `${file}.injected`, `${JSON.stringify(injected, null, 2)}\n`);
 
     t.equal(response.allowed, true);
     if (ops.length === 0) {
@@ -231,15 +212,7 @@ t.test("every case has an expectation, and every expectation a case", async (t) 
 });
 
 // Runs last: subtests run in order.
-t.test("no stale golden files", async (t) => {
-  const stale = readdirSync(DIR).filter((f) => !produced.has(f));
-  if (REFRESH) {
-    for (const f of stale) unlinkSync(join(DIR, f));
-    t.pass(`removed ${stale.length} stale file(s)`);
-    return;
-  }
-  t.same(stale, [], "stale golden files found (REFRESH_GOLDEN=1 removes them)");
-});
+t.test("no stale golden files", async (t) => goldens.checkStale(t));
 
 function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: string; path: string }[], config: InjectorConfig, expect: { apps: string[]; ring?: string; tokenVolume?: string }): void {
   const ann: Record<string, string> = input.metadata?.annotations ?? {};
@@ -278,6 +251,7 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
       "--resources", (ann["shardcar.io/resources"] ?? "").split(",").map((s) => s.trim()).join(","),
       "--shards", shards,
       ...(expect.ring === undefined ? [] : ["--ring", expect.ring]),
+      ...(ann["shardcar.io/filter"] === "labels" ? ["--filter", "labels"] : []),
       "--fallback", ann["shardcar.io/fallback"] ?? "filter",
       "--handoff", ann["shardcar.io/handoff"] ?? "overlap",
       ...(ann["shardcar.io/synthetic-deletes"] === "false" ? ["--synthetic-deletes", "false"] : []),

@@ -7,7 +7,7 @@ import { request } from "node:https";
 import { silentLogger } from "../../src/log.ts";
 import { defaultInjectorConfig, type InjectorConfig } from "../../src/webhook/config.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
-import { startWebhookServer, type WebhookServer } from "../../src/webhook/server.ts";
+import { startWebhookServer, type WebhookServer, type WebhookServerOptions } from "../../src/webhook/server.ts";
 
 export const TEST_IMAGE = "ghcr.io/shardcar/shardcar:0.1.0";
 
@@ -52,11 +52,11 @@ export interface TestWebhook {
 }
 
 /** Starts the real HTTPS webhook on 127.0.0.1:0; closed on teardown. */
-export async function startTestWebhook(t: { teardown(fn: () => unknown): void }, config = testConfig()): Promise<TestWebhook> {
+export async function startTestWebhook(t: { teardown(fn: () => unknown): void }, config = testConfig(), extra: Pick<WebhookServerOptions, "labelSlots"> = {}): Promise<TestWebhook> {
   const now = new Date();
   const ca = await createLocalCa("test webhook CA", now, 3600_000);
   const tls = await ca.issue({ commonName: "localhost", names: ["localhost", "127.0.0.1"], now, validityMs: 3600_000 });
-  const server = await startWebhookServer({ host: "127.0.0.1", port: 0, tls, config, logger: silentLogger() });
+  const server = await startWebhookServer({ host: "127.0.0.1", port: 0, tls, config, logger: silentLogger(), ...extra });
   t.teardown(() => server.close());
   return {
     server,
