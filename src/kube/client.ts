@@ -169,6 +169,10 @@ export interface RequestOptions {
   readonly query?: Query | undefined;
   /** Sent as JSON. */
   readonly body?: unknown;
+  /** Default `application/json`; e.g. `application/merge-patch+json` for a PATCH. */
+  readonly contentType?: string | undefined;
+  /** Default `application/json`; e.g. metadata only: `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`. */
+  readonly accept?: string | undefined;
   /** The whole call, connect to last byte. */
   readonly timeoutMs: number;
 }
@@ -229,11 +233,11 @@ export class ApiClient {
     return url;
   }
 
-  async #open(method: string, url: URL, payload: Buffer | undefined): Promise<http.ClientRequest> {
+  async #open(method: string, url: URL, payload: Buffer | undefined, types: { accept?: string | undefined; contentType?: string | undefined } = {}): Promise<http.ClientRequest> {
     const { agent, headers } = await this.#conn.prepare();
-    const h: http.OutgoingHttpHeaders = { ...headers, accept: "application/json", "user-agent": "shardcar" };
+    const h: http.OutgoingHttpHeaders = { ...headers, accept: types.accept ?? "application/json", "user-agent": "shardcar" };
     if (payload !== undefined) {
-      h["content-type"] = "application/json";
+      h["content-type"] = types.contentType ?? "application/json";
       h["content-length"] = String(payload.length);
     }
     const mod = url.protocol === "http:" ? http : https;
@@ -250,7 +254,7 @@ export class ApiClient {
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
     const where = `${method} ${url.pathname}`;
     const deadline = Date.now() + opts.timeoutMs;
-    const req = await this.#open(method, url, payload);
+    const req = await this.#open(method, url, payload, opts);
     return new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => req.destroy(timeoutError(`${where}: no answer within ${opts.timeoutMs} ms`)), Math.max(0, deadline - Date.now()));
       const fail = (e: Error): void => {
@@ -292,9 +296,10 @@ export class ApiClient {
    * object, in order. The stream ends on a non-200 answer ({@link ApiError}),
    * a line that is not a JSON event (the caller should relist), a connection
    * error, {@link WATCH_INACTIVITY_MS} without a byte (an error named
-   * `TimeoutError`), or the server closing it (`undefined`).
+   * `TimeoutError`), or the server closing it (`undefined`). `accept` as
+   * in {@link RequestOptions}.
    */
-  watch(path: string, query: Query, onEvent: (type: string, object: unknown) => void, inactivityMs = WATCH_INACTIVITY_MS): WatchHandle {
+  watch(path: string, query: Query, onEvent: (type: string, object: unknown) => void, inactivityMs = WATCH_INACTIVITY_MS, accept?: string): WatchHandle {
     const url = this.#url(path, { ...query, watch: true });
     const where = `watch ${url.pathname}`;
     let req: http.ClientRequest | undefined;
@@ -316,7 +321,7 @@ export class ApiClient {
     };
     const fail = (message: string): void => finish(new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${message}`));
     arm();
-    this.#open("GET", url, undefined).then(
+    this.#open("GET", url, undefined, { accept }).then(
       (r) => {
         req = r;
         if (over) {

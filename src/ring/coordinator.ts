@@ -40,6 +40,22 @@ import { MemberState, memberState } from "./state.ts";
 import { leaseTimes } from "./times.ts";
 import { decodeSpec, decodeTables, encodeTables, HandoffMode, Refusal, sameTables, type RingCondition, type RingSpec, type RingTables, type ShardRingStatusJson } from "./table.ts";
 
+/** What the leader merges into a ring's status besides its tables. */
+export interface RingStatusExtra {
+  readonly fields: Readonly<Record<string, unknown>>;
+  readonly conditions: readonly RingCondition[];
+}
+
+/**
+ * Work the coordinator runs while this replica leads, reporting into the
+ * rings' status (the labeller). The leader stays the status's one writer.
+ */
+export interface LeaderTask {
+  /** Runs until `signal` aborts; calls `changed` when a ring's {@link status} would say something new. */
+  run(signal: AbortSignal, changed: (namespace: string, name: string) => void): Promise<void>;
+  status(namespace: string, name: string): RingStatusExtra | undefined;
+}
+
 export interface CoordinatorOptions {
   /** The manager's credentials: every auth method client-node supports; the calls go through `src/kube/client.ts`. */
   readonly kubeConfig: KubeConfig;
@@ -66,6 +82,8 @@ export interface CoordinatorOptions {
   readonly registry?: Registry | undefined;
   readonly clock?: Clock | undefined;
   readonly log?: Logger | undefined;
+  /** Run while leading, e.g. the labeller; their status goes into every status write. */
+  readonly tasks?: readonly LeaderTask[] | undefined;
 }
 
 /**
@@ -289,11 +307,14 @@ class Rings {
     });
     // Stepping before both lists arrived would make every holder look gone.
     await Promise.race([Promise.all([leases.synced, rings.synced]), new Promise((r) => signal.addEventListener("abort", r, { once: true }))]);
+    let tasks: Promise<void>[] = [];
     if (!signal.aborted) {
       synced = true;
       this.#triggerAll();
+      tasks = (s.o.tasks ?? []).map((task) => task.run(signal, (ns, name) => this.#trigger(`${ns}/${name}`)));
       await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
     }
+    await Promise.all(tasks);
     leases.stop();
     rings.stop();
     await Promise.all([...this.#controllers.values()].map((c) => c.dispose()));
@@ -306,15 +327,17 @@ class Rings {
       if (m !== undefined) keys.add(`${l.metadata?.namespace ?? ""}/${m.ring}`);
     }
     for (const k of this.#s.ringObjects.keys()) keys.add(k);
-    for (const k of keys) {
-      let c = this.#controllers.get(k);
-      if (c === undefined) {
-        const [ns = "", name = ""] = k.split("/");
-        c = new RingController(this.#s, ns, name);
-        this.#controllers.set(k, c);
-      }
-      c.trigger();
+    for (const k of keys) this.#trigger(k);
+  }
+
+  #trigger(key: string): void {
+    let c = this.#controllers.get(key);
+    if (c === undefined) {
+      const [ns = "", name = ""] = key.split("/");
+      c = new RingController(this.#s, ns, name);
+      this.#controllers.set(key, c);
     }
+    c.trigger();
   }
 }
 
@@ -623,12 +646,14 @@ class RingController {
     // Without a state of our own (a spec we never could run), keep whatever
     // tables are there: a later leader may still adopt them.
     const kept = state === undefined && typeof obj.status === "object" && obj.status !== null ? (obj.status as Partial<ShardRingStatusJson>) : {};
+    const extras = (this.#s.o.tasks ?? []).map((t) => t.status(this.#ns, this.#name)).filter((x) => x !== undefined);
     const status: Partial<ShardRingStatusJson> = {
       ...kept,
       ...(state === undefined ? {} : { ...encodeTables(tablesOf(state)), slotCount: state.slotCount }),
+      ...extras.reduce<Record<string, unknown>>((all, x) => ({ ...all, ...x.fields }), {}),
       // Rounded so that noise below a thousandth does not cost a write.
       coverage: { readyRatio: Math.round(cov.readyRatio * 1000) / 1000, overlapRatio: Math.round(cov.overlapRatio * 1000) / 1000 },
-      conditions: [this.#condition],
+      conditions: [this.#condition, ...extras.flatMap((x) => x.conditions)],
     };
     const json = JSON.stringify(status);
     let cur = obj;

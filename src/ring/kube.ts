@@ -276,7 +276,15 @@ export interface WatchOptions<T extends { metadata?: ObjectMetaLike }> {
   readonly fieldSelector?: string | undefined;
   readonly list: () => Promise<{ items: T[]; resourceVersion: string }>;
   /** Called with every object (keyed `namespace/name`) after the first list and after every change. Must not throw. */
-  readonly onChange: (objects: ReadonlyMap<string, T>) => void;
+  readonly onChange?: ((objects: ReadonlyMap<string, T>) => void) | undefined;
+  /** Called after every complete list (the first and each relist), before `onChange`. Must not throw. */
+  readonly onList?: ((objects: ReadonlyMap<string, T>) => void) | undefined;
+  /** Called for each change a watch delivers, before `onChange`. Must not throw. */
+  readonly onEvent?: ((type: "ADDED" | "MODIFIED" | "DELETED", object: T) => void) | undefined;
+  /** Called when a list or watch fails (it is retried). Must not throw. */
+  readonly onError?: ((message: string) => void) | undefined;
+  /** The Accept header of the list's watch, e.g. metadata only. */
+  readonly accept?: string | undefined;
   readonly clock: Clock;
   readonly log: Logger;
   /** Decodes one watch event object; return undefined to drop it. */
@@ -323,9 +331,10 @@ export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: Watc
       if (type === "DELETED") objects.delete(keyOf(obj));
       else if (type === "ADDED" || type === "MODIFIED") objects.set(keyOf(obj), obj);
       else return;
-      opts.onChange(objects);
+      opts.onEvent?.(type, obj);
+      opts.onChange?.(objects);
     };
-    const w = opts.api.watch(opts.path, params, onEvent);
+    const w = opts.api.watch(opts.path, params, onEvent, undefined, opts.accept);
     request = w;
     if (stopper.signal.aborted) w.abort();
     const err = await w.done;
@@ -340,7 +349,8 @@ export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: Watc
           const l = await opts.list();
           objects = new Map(l.items.map((o) => [keyOf(o), o]));
           rv = l.resourceVersion;
-          opts.onChange(objects);
+          opts.onList?.(objects);
+          opts.onChange?.(objects);
           markSynced();
         }
         const { err, expired } = await watchOnce();
@@ -358,6 +368,7 @@ export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: Watc
         if (stopper.signal.aborted) return;
         delay = Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, delay * 2));
         opts.log.debug({ path: opts.path, err: describe(e), retryMs: delay }, "list/watch failed; relisting");
+        opts.onError?.(describe(e));
         rv = "";
         await opts.clock.sleep(delay, stopper.signal);
       }

@@ -59,7 +59,7 @@ if (!built) {
   t.test("a ShardRing with the status the coordinator writes is stored through the status subresource, and shown by the printer columns", async (t) => {
     const created = await kubectl(
       ["apply", "-f", "-"],
-      JSON.stringify({ apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "guestbook", namespace: "ring-test" }, spec: { handoff: "overlap" } }),
+      JSON.stringify({ apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "guestbook", namespace: "ring-test" }, spec: { handoff: "overlap", filter: "labels", resources: "guestbooks.webapp.my.domain, configmaps=owner" } }),
     );
     t.equal(created.code, 0, created.out);
     const got = JSON.parse((await kubectl(["get", "shardring", "-n", "ring-test", "guestbook", "-o", "json"])).out) as Record<string, unknown>;
@@ -80,14 +80,26 @@ if (!built) {
       },
       members: 2,
       coverage: { readyRatio: 1, overlapRatio: 0.25 },
-      conditions: [{ type: "Refused", status: "False", reason: "Valid", message: "", lastTransitionTime: "2026-11-30T08:00:00Z" }],
+      labelling: {
+        label: "shard.shardcar.io/guestbook",
+        unlabelled: 3,
+        resources: [
+          { resource: "guestbooks.webapp.my.domain", key: "uid", synced: true, objects: 10, labelled: 8, unlabelled: 1, mislabelled: 1 },
+          { resource: "configmaps", key: "owner", synced: false, objects: 0, labelled: 0, unlabelled: 1, mislabelled: 0 },
+        ],
+      },
+      conditions: [
+        { type: "Refused", status: "False", reason: "Valid", message: "", lastTransitionTime: "2026-11-30T08:00:00Z" },
+        { type: "Labelled", status: "False", reason: "Backfilling", message: "3 of 10 objects lack the right shard.shardcar.io/guestbook", lastTransitionTime: "2026-11-30T08:00:00Z" },
+      ],
     };
     const put = await kubectl(["replace", "--subresource=status", "-f", "-"], JSON.stringify({ ...got, status }));
     t.equal(put.code, 0, put.out);
     const stored = JSON.parse((await kubectl(["get", "shardring", "-n", "ring-test", "guestbook", "-o", "json"])).out) as { status: unknown; spec: unknown };
-    t.same(stored.status, status, "nothing pruned: the schema covers every field the coordinator writes");
+    t.same(stored.status, status, "nothing pruned: the schema covers every field the coordinator (and its labeller) writes");
+    t.match(stored.spec, { filter: "labels", resources: "guestbooks.webapp.my.domain, configmaps=owner" }, "the label-slot spec is kept");
     const table = await kubectl(["get", "shardrings", "-n", "ring-test"]);
-    t.match(table.out, /NAME\s+GENERATION\s+PENDING\s+MEMBERS\s+READY\s+AGE\nguestbook\s+2\s+3\s+2\s+1\s/);
+    t.match(table.out, /NAME\s+GENERATION\s+PENDING\s+MEMBERS\s+READY\s+FILTER\s+UNLABELLED\s+AGE\nguestbook\s+2\s+3\s+2\s+1\s+labels\s+3\s/);
     const spec = await kubectl(["patch", "shardring", "-n", "ring-test", "guestbook", "--type=merge", "-p", '{"status":{"members":9}}']);
     t.equal(spec.code, 0);
     const after = JSON.parse((await kubectl(["get", "shardring", "-n", "ring-test", "guestbook", "-o", "json"])).out) as { status: { members: number } };
@@ -101,5 +113,11 @@ if (!built) {
     const slots = await kubectl(["patch", "shardring", "-n", "ring-test", "guestbook", "--type=merge", "-p", '{"spec":{"slots":0}}']);
     t.not(slots.code, 0);
     t.match(slots.out, /spec.slots/);
+    const filter = await kubectl(["patch", "shardring", "-n", "ring-test", "guestbook", "--type=merge", "-p", '{"spec":{"filter":"label"}}']);
+    t.not(filter.code, 0);
+    t.match(filter.out, /spec.filter: Unsupported value: "label": supported values: "shardselector", "labels"/);
+    const bare = await kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "bare", namespace: "ring-test" }, spec: { filter: "labels" } }));
+    t.not(bare.code, 0);
+    t.match(bare.out, /spec.filter "labels" needs spec.resources/);
   });
 }
