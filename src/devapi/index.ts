@@ -35,9 +35,13 @@
  * - Discovery (legacy, not aggregated), `/version` (1.36), health endpoints,
  *   optional bearer-token requirement, per-request Authorization recording.
  *
+ * - Mutating admission webhooks (`admission.ts`): writes of the resources and
+ *   operations a webhook lists go through it as AdmissionReview v1 over
+ *   verified HTTPS, and its JSON Patch is applied.
+ *
  * Not emulated: protobuf and YAML (a request that accepts only those gets
- * 406), aggregated discovery, OpenAPI, server-side apply, dry-run, admission
- * and validation beyond names, defaulting, the namespace lifecycle (objects
+ * 406), aggregated discovery, OpenAPI, server-side apply, dry-run, other
+ * admission (validating webhooks, selectors, matchConditions) and validation beyond names, defaulting, the namespace lifecycle (objects
  * may be created in a namespace that does not exist; deleting a namespace
  * deletes only it), garbage collection, graceful deletion periods (the pod
  * two-step is immediate), authentication/authorization beyond the optional
@@ -55,6 +59,7 @@ import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { silentLogger, type Logger } from "../log.ts";
+import type { MutatingWebhook } from "./admission.ts";
 import { BUILTIN_RESOURCES, CUSTOMRESOURCEDEFINITIONS } from "./builtins.ts";
 import { defsFromCrd } from "./crd.ts";
 import { DevApiHandler, type DevApiStats } from "./server.ts";
@@ -64,6 +69,7 @@ import type { GateMode, ResourceDef } from "./types.ts";
 export type { GateMode, GroupVersionResource, KubeObject, ObjectMeta, ResourceDef, ResourceRef, TableColumn } from "./types.ts";
 export { GATE_MODES, isGateMode } from "./types.ts";
 export type { DevStore, DevWatchEvent } from "./store.ts";
+export type { AdmissionOperation, MutatingWebhook } from "./admission.ts";
 export type { DevApiStats, RequestRecord } from "./server.ts";
 export { DevApiStatusError, type StatusBody } from "./status.ts";
 export { BUILTIN_RESOURCES, CONFIGMAPS, CUSTOMRESOURCEDEFINITIONS, LEASES, NAMESPACES, PODS, SECRETS, SERVICEACCOUNTS, SHARDRINGS } from "./builtins.ts";
@@ -92,6 +98,8 @@ export interface DevApiOptions {
   maxRecordedRequests?: number;
   /** Clock for timestamps and ages, in ms. Default `Date.now`. */
   now?: () => number;
+  /** Mutating admission webhooks for writes (see `admission.ts`); settable later with `setMutatingWebhooks`. */
+  mutatingWebhooks?: readonly MutatingWebhook[];
 }
 
 /** A running devapi. */
@@ -106,6 +114,8 @@ export interface DevApi {
   readonly stats: DevApiStats;
   /** Adds a resource, or replaces a definition (objects and watches kept). Discovery picks it up at once. */
   registerResource(r: ResourceDef): void;
+  /** Replaces the mutating webhooks; applies to writes that arrive afterwards. */
+  setMutatingWebhooks(hooks: readonly MutatingWebhook[]): void;
   /** Ends open watches, closes connections and the listener. Idempotent; later calls return the same promise. */
   close(): Promise<void>;
 }
@@ -126,6 +136,7 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
   }
   const host = opts.host ?? "127.0.0.1";
   let port = opts.port ?? 0;
+  let webhooks: readonly MutatingWebhook[] = opts.mutatingWebhooks ?? [];
   const handler = new DevApiHandler(
     {
       store,
@@ -135,6 +146,7 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
       maxRecordedRequests: opts.maxRecordedRequests ?? 10_000,
       now,
       serverAddress: () => `${host}:${port}`,
+      webhooks: () => webhooks,
     },
     opts.gate ?? "on",
   );
@@ -166,6 +178,9 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
     stats: handler.stats,
     registerResource: (r) => {
       store.register(r);
+    },
+    setMutatingWebhooks: (hooks) => {
+      webhooks = hooks;
     },
     close() {
       closing ??= new Promise<void>((resolve) => {

@@ -6,17 +6,19 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
 import type { Logger } from "../log.ts";
 import { HashMatcher } from "../shard/range.ts";
 import { formatSelector, parseSelector } from "../shard/selector.ts";
 import { SelectorSyntaxError } from "../errors.ts";
+import { admit, matches, type AdmissionOperation, type MutatingWebhook } from "./admission.ts";
 import { decodeContinue, encodeContinue } from "./continue.ts";
 import { apiGroup, coreVersions, groupList, groupsOf, resourceList, rootPaths, VERSION_INFO } from "./discovery.ts";
 import { effectiveGate, gateEnabled, watchFiltered, type EffectiveGate } from "./gate.ts";
 import { goJson, isRecord } from "./json.ts";
 import { selectPage, type Page, type ServingPath } from "./list.ts";
 import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
-import { patchTypeOf } from "./patch.ts";
+import { patchTypeOf, type PatchType } from "./patch.ts";
 import { parseListQuery, parseResourceVersion, route, type ListQuery, type Route } from "./request.ts";
 import { matchFields, matchLabels, parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from "./selectors.ts";
 import {
@@ -33,7 +35,7 @@ import {
   unsupportedMediaType,
   type StatusBody,
 } from "./status.ts";
-import type { MemoryStore, ResolvedDef, ResourceState, StoreListener, StoredObject } from "./store.ts";
+import { keyOf, type MemoryStore, type ResolvedDef, type ResourceState, type StoreListener, type StoredObject } from "./store.ts";
 import { columnDefinitionsJson, pomJson, rowJson } from "./table.ts";
 import type { GateMode } from "./types.ts";
 import { viewEvent, WatchSession } from "./watch.ts";
@@ -74,6 +76,8 @@ export interface HandlerOptions {
   readonly now: () => number;
   /** host:port for `/api` discovery. */
   readonly serverAddress: () => string;
+  /** The mutating webhooks writes go through, in order. */
+  readonly webhooks: () => readonly MutatingWebhook[];
 }
 
 const TYPE_JSON = "application/json";
@@ -210,14 +214,18 @@ export class DevApiHandler {
         if (collection || r.watchPath) await this.listOrWatch(req, res, r, url.searchParams, pretty);
         else this.getOne(req, res, r, pretty);
         return;
-      case "POST":
+      case "POST": {
         if (!collection || r.watchPath || (r.state.def.namespaced && r.namespace === undefined)) throw methodNotAllowed();
-        this.sendBytes(res, 201, store.createIn(r.state, await readJson(req), { namespace: r.namespace ?? "", keepIdentity: false }).full, pretty);
+        const body = await this.admitted(r.state, "CREATE", await readJson(req), null, r.namespace);
+        this.sendBytes(res, 201, store.createIn(r.state, body, { namespace: r.namespace ?? "", keepIdentity: false }).full, pretty);
         return;
+      }
       case "PUT": {
         if (collection || r.watchPath) throw methodNotAllowed();
-        const body = await readJson(req);
-        const o = store.replaceIn(r.state, body, { namespace: r.namespace ?? "", name: r.name, ...(r.subresource ? { subresource: r.subresource } : {}) });
+        const sub = r.subresource ? { subresource: r.subresource } : {};
+        const old = r.subresource === undefined ? r.state.objects.get(keyOf(r.state.def.namespaced ? (r.namespace ?? "") : "", r.name)) : undefined;
+        const body = old === undefined ? await readJson(req) : await this.admitted(r.state, "UPDATE", await readJson(req), old.object, r.namespace);
+        const o = store.replaceIn(r.state, body, { namespace: r.namespace ?? "", name: r.name, ...sub });
         this.sendBytes(res, 200, o.full, pretty);
         return;
       }
@@ -227,7 +235,7 @@ export class DevApiHandler {
         const type = patchTypeOf(ct);
         if (type === undefined) throw unsupportedMediaType(ct);
         const patch = parseJson(await readBody(req));
-        this.sendBytes(res, 200, store.patchIn(r.state, r.namespace, r.name, patch, type, r.subresource).full, pretty);
+        this.sendBytes(res, 200, (await this.patch(r, patch, type)).full, pretty);
         return;
       }
       case "DELETE": {
@@ -243,6 +251,46 @@ export class DevApiHandler {
       }
       default:
         throw methodNotAllowed();
+    }
+  }
+
+  /** `body` after the mutating webhooks that match (the object unchanged when none does, or when it is not an object). */
+  private async admitted(state: ResourceState, operation: AdmissionOperation, body: unknown, old: KubeObjectLike | null, namespace: string | undefined): Promise<unknown> {
+    const def = state.def;
+    const hooks = this.o.webhooks();
+    if (!isRecord(body) || !hooks.some((h) => matches(h, def.group, def.resource, operation))) return body;
+    const meta = isRecord(body.metadata) ? body.metadata : {};
+    const ns = def.namespaced ? (namespace ?? (typeof meta.namespace === "string" ? meta.namespace : "")) : "";
+    // As the apiserver's handler does before admission: a created object carries the request's namespace.
+    const object = (def.namespaced && operation === "CREATE" ? { ...body, metadata: { ...meta, namespace: ns } } : body) as KubeObjectLike;
+    return admit(
+      hooks,
+      { uid: randomUUID(), group: def.group, version: def.version, resource: def.resource, kind: def.kind, operation, name: typeof meta.name === "string" ? meta.name : "", namespace: ns, object, oldObject: old },
+      callWebhook,
+    );
+  }
+
+  /**
+   * PATCH through admission, as the apiserver's update loop does it: patch
+   * the current object, admit the result, store it if nothing was written
+   * meanwhile, else start over from the newer object (unless the patch
+   * itself named a resourceVersion: then the 409 is the answer).
+   */
+  private async patch(r: Extract<Route, { kind: "resource" }>, patch: unknown, type: PatchType): Promise<StoredObject> {
+    const store = this.o.store;
+    const name = r.name as string;
+    if (r.subresource !== undefined || !this.o.webhooks().some((h) => matches(h, r.state.def.group, r.state.def.resource, "UPDATE"))) {
+      return store.patchIn(r.state, r.namespace, name, patch, type, r.subresource);
+    }
+    for (let attempt = 0; ; attempt++) {
+      const { old, patched } = store.previewPatch(r.state, r.namespace, name, patch, type);
+      const preconditioned = patched.metadata?.resourceVersion !== String(old.rv);
+      const body = await this.admitted(r.state, "UPDATE", patched, old.object, r.namespace);
+      try {
+        return store.replaceIn(r.state, body, { namespace: r.namespace ?? "", name });
+      } catch (e) {
+        if (preconditioned || attempt >= 4 || !(e instanceof DevApiStatusError) || e.status.code !== 409) throw e;
+      }
     }
   }
 
@@ -480,6 +528,54 @@ class Selection {
     const f = this.def.fieldSelectors?.[field];
     return f ? f(o.object) : "";
   }
+}
+
+type KubeObjectLike = StoredObject["object"];
+
+// The apiserver's limit on a webhook's answer is the same order: an object
+// plus its patch. More is a broken webhook, not a reason to buffer.
+const MAX_WEBHOOK_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/** POSTs `review` to the webhook over verified HTTPS; resolves with the parsed answer. */
+function callWebhook(hook: MutatingWebhook, review: unknown): Promise<unknown> {
+  const url = new URL(hook.url);
+  if (url.protocol !== "https:") return Promise.reject(new Error(`webhook URL ${hook.url} is not https`));
+  const body = Buffer.from(JSON.stringify(review));
+  const timeoutMs = hook.timeoutMs ?? 10_000;
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      url,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json", "content-length": body.length },
+        ...(hook.caBundle === undefined ? {} : { ca: hook.caBundle }),
+        ...(hook.serverName === undefined ? {} : { servername: hook.serverName }),
+        rejectUnauthorized: true,
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_WEBHOOK_ANSWER_BYTES) req.destroy(new Error(`answer larger than ${MAX_WEBHOOK_ANSWER_BYTES} bytes`));
+          else chunks.push(c);
+        });
+        res.on("error", reject);
+        res.on("end", () => {
+          if (res.statusCode !== 200) return reject(new Error(`the server responded with HTTP ${String(res.statusCode)}`));
+          try {
+            resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
+          } catch {
+            reject(new Error("the answer is not JSON"));
+          }
+        });
+      },
+    );
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`Post "${hook.url}": context deadline exceeded (${timeoutMs} ms)`)));
+    req.on("error", reject);
+    req.end(body);
+  });
 }
 
 /** The bytes of a list response, as an array of parts to write in order. */

@@ -565,16 +565,24 @@ export class MemoryStore implements DevStore {
   }
 
   patchIn(state: ResourceState, namespace: string | undefined, name: string, patch: unknown, type: PatchType, subresource?: "status"): StoredObject {
+    const { patched } = this.previewPatch(state, namespace, name, patch, type);
+    return this.replaceIn(state, patched, { namespace: state.def.namespaced ? (namespace ?? "") : "", name, ...(subresource ? { subresource } : {}) });
+  }
+
+  /**
+   * The current object and what `patch` makes of it, without storing
+   * anything (admission runs in between). The patched object keeps the
+   * current resourceVersion unless the patch set one, which then acts as a
+   * precondition (409 when stale).
+   */
+  previewPatch(state: ResourceState, namespace: string | undefined, name: string, patch: unknown, type: PatchType): { old: StoredObject; patched: KubeObject } {
     const ns = state.def.namespaced ? (namespace ?? "") : "";
     const old = state.objects.get(keyOf(ns, name));
     if (!old) throw notFound(state.qualified, name);
     const current = copy(old);
     const patched = type === "json" ? applyJsonPatch(current, patch) : applyMergePatch(current, patch);
     if (!isRecord(patched)) throw badRequest("the patch must produce a JSON object");
-    // The patched object keeps the current resourceVersion unless the patch
-    // set one, which then acts as a precondition (409 when stale).
-    const body = patched as KubeObject;
-    return this.replaceIn(state, body, { namespace: ns, name, ...(subresource ? { subresource } : {}) });
+    return { old, patched };
   }
 
   /**

@@ -86,7 +86,7 @@ t.test("kubectl apply of the shipped ShardRing CRD serves shardrings with its pr
   api.store.create("shardrings", { apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "ring", namespace: "alpha" }, spec: {}, status: { members: 3 } });
   const got = await kubectl([...cfg, "get", "shardrings", "-n", "alpha"]);
   t.equal(got.code, 0, got.stderr);
-  t.match(got.stdout, /^NAME\s+GENERATION\s+PENDING\s+MEMBERS\s+READY\s+AGE/);
+  t.match(got.stdout, /^NAME\s+GENERATION\s+PENDING\s+MEMBERS\s+READY\s+FILTER\s+UNLABELLED\s+AGE/);
   // Missing values are null cells, which kubectl prints blank, as for a real CR.
   t.match(got.stdout, /\nring\s+3\s/);
 });

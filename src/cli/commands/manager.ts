@@ -1,7 +1,10 @@
 import { KubeConfig } from "@kubernetes/client-node";
-import { Registry } from "prom-client";
 import { createAdminServer } from "../../proxy/admin.ts";
+import { Counter, Registry as PromRegistry } from "prom-client";
+import { ApiClient, kubeConfigConnection } from "../../kube/client.ts";
+import { systemClock } from "../../ring/clock.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";
+import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
 import { readOwnImage } from "../../webhook/own-image.ts";
@@ -33,6 +36,11 @@ pods labelled or annotated shardcar.io/inject: "true", over HTTPS
 that wins the manager election (a Lease in --namespace), runs every ShardRing:
 member Leases in, generation-stamped range tables out (docs/rings.md).
 
+For rings in labels mode (spec.filter: labels) it also serves the stamping
+webhook (POST /label-slots: the slot label shard.shardcar.io/<ring> on the
+ring's resources, on CREATE and UPDATE) and, on the leader, labels what the
+webhook could not (a rate-limited, metadata-only backfill; docs/label-slots.md).
+
 Webhook certificates come from one of two places:
   self          the manager keeps a CA and serving certificate in the Secret
                 --secret, renews them, and patches caBundle into its own
@@ -56,7 +64,10 @@ Flags:
   --webhook-config NAME     the MutatingWebhookConfiguration to patch (default shardcar)
   --proxy-port N            the sidecar's loopback API port (default 7443)
   --admin-port N            the sidecar's health and metrics port (default 9464)
-  --no-rings                serve the webhook only; do not coordinate rings
+  --no-rings                serve the injection webhook only: no rings, no label slots
+  --label-rate N            slot-label PATCHes per second at most (default ${DEFAULT_LABEL_RATE}, the
+                            default client rate of kube-controller-manager)
+  --label-burst N           PATCHes that may go at once after a quiet spell (default ${DEFAULT_LABEL_BURST})
   --metrics-listen H:P      /metrics (ring coverage, generations, handoffs) and /healthz
                             over plain HTTP (default 0.0.0.0:9465; "off" disables)
   --log-level LEVEL         pino level (default info)
@@ -83,6 +94,8 @@ Examples:
       "admin-port": { type: "string" },
       "log-level": { type: "string" },
       "no-rings": { type: "boolean" },
+      "label-rate": { type: "string" },
+      "label-burst": { type: "string" },
       "metrics-listen": { type: "string" },
     });
     if (values.help) {
@@ -120,6 +133,9 @@ Examples:
     const proxyPort = intFlag("--proxy-port", values["proxy-port"], 7443, 1, 65535);
     const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
     if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
+    const labelRate = intFlag("--label-rate", values["label-rate"], DEFAULT_LABEL_RATE, 1, 10_000);
+    const labelBurst = intFlag("--label-burst", values["label-burst"], DEFAULT_LABEL_BURST, 1, 10_000);
+    const rings = values["no-rings"] !== true;
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager", destination: io.stdout });
     // In a pod: the manager's own service account; elsewhere, $KUBECONFIG.
@@ -170,12 +186,24 @@ Examples:
       if (io.signal.aborted) return 0;
       throw e;
     }
-    const server = await startWebhookServer({ host: listen.host, port: listen.port, tls, config, logger });
+    const registry = new PromRegistry();
+    // Every replica answers /label-slots from its own view of the ShardRings;
+    // only the leader labels (a task of the ring coordinator).
+    const api = rings ? new ApiClient(kubeConfigConnection(kc())) : undefined;
+    const slots = api === undefined ? undefined : watchLabelSlotConfig(api, undefined, systemClock, logger.child({ component: "label-slots" }));
+    const reviews = new Counter({ name: "shardcar_label_webhook_reviews_total", help: "Reviews of the stamping webhook (/label-slots) by result: stamped, unchanged, deferred (the slot needs the uid: left to the labeller), skipped, not-synced, errored.", labelNames: ["result"], registers: [registry] });
+    const server = await startWebhookServer({
+      host: listen.host,
+      port: listen.port,
+      tls,
+      config,
+      logger,
+      labelSlots: slots === undefined ? undefined : { config: () => slots.current(), onOutcome: (o) => reviews.inc({ result: o.result }) },
+    });
     live.server = server;
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
     io.stdout.write(`shardcar manager serving the webhook on https://${listen.host}:${server.port}\n`);
 
-    const registry = new Registry();
     const metrics = metricsListen === undefined ? undefined : createAdminServer({ registry, readiness: [] });
     if (metrics !== undefined && metricsListen !== undefined) {
       await new Promise<void>((resolve, reject) => {
@@ -185,26 +213,31 @@ Examples:
     }
     // The ring coordinator runs behind its own leader election (a Lease in
     // `namespace`); webhook serving is not elected: every replica answers.
-    const rings =
-      values["no-rings"] === true
-        ? Promise.resolve()
-        : runCoordinator(
-            {
-              kubeConfig: kc(),
-              namespace,
-              identity: podName ?? `manager-${process.pid}`,
-              registry,
-              log: logger.child({ component: "ring-coordinator" }),
-            },
-            io.signal,
-          );
+    const labeller =
+      api === undefined || slots === undefined
+        ? undefined
+        : new Labeller({ api, source: slots, policy: { ratePerSecond: labelRate, burst: labelBurst }, registry, log: logger });
+    const coordination = !rings
+      ? Promise.resolve()
+      : runCoordinator(
+          {
+            kubeConfig: kc(),
+            namespace,
+            identity: podName ?? `manager-${process.pid}`,
+            registry,
+            log: logger.child({ component: "ring-coordinator" }),
+            tasks: labeller === undefined ? [] : [labeller],
+          },
+          io.signal,
+        );
 
     await new Promise<void>((resolve) => {
       if (io.signal.aborted) resolve();
       else io.signal.addEventListener("abort", () => resolve(), { once: true });
     });
     logger.info("shutting down");
-    await Promise.all([server.close(), rings]);
+    await Promise.all([server.close(), coordination]);
+    slots?.stop();
     metrics?.closeAllConnections();
     await new Promise<void>((resolve) => (metrics === undefined ? resolve() : metrics.close(() => resolve())));
     return 0;
