@@ -1,14 +1,17 @@
 /**
  * `shardcar audit`'s shell: reads the owners (static ranges or a ring's
  * ShardRing and Leases), lists the resource once in full and once per owner,
- * and hands the results to {@link buildAudit}.
+ * and hands the results to {@link buildAudit}; for labels-mode rings, lists
+ * each resource metadata-only and hands it to {@link buildLabelAudit}.
  */
+import { labelSlotConfig, type LabelSlotRing, type SlotResource } from "../ring/label-slots.ts";
 import { RING_GROUP, RING_LABEL, RING_PLURAL, RING_VERSION } from "../ring/names.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains } from "../shard/range.ts";
 import { canonicalSelector } from "../shard/selector.ts";
 import { buildAudit, type AuditObject, type AuditReport, type OwnerList } from "./audit.ts";
-import { isRecord, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { isRecord, resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { buildLabelAudit, type LabelAuditReport, type LabelledObject } from "./label-audit.ts";
 import { ListError, listAll, objectKey, objectRef } from "./lists.ts";
 import { ringOwners, type MemberLease, type OwnerSet, type RingRead } from "./owners.ts";
 
@@ -111,4 +114,35 @@ export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<
     lists.push({ owner: owner.name, ids, outside, serverFiltered: outside === 0 });
   }
   return buildAudit({ resource: resourceName(r), key: r.key, owners: { ...opts.owners, notes }, resourceVersion: fullList.resourceVersion, full, lists, topNamespaces: opts.topNamespaces });
+}
+
+/** A ShardRing's label-slot settings: the ring when it is in labels mode, else why not. */
+export async function readLabelRing(client: KubeClient, namespace: string, ring: string): Promise<{ status: number; ring: LabelSlotRing | undefined; problem: string | undefined; condition: { status: string; reason: string; message: string } | undefined }> {
+  const sr = await client.get(`/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${namespace}/${RING_PLURAL}/${ring}`);
+  if (sr.status !== 200 || !isRecord(sr.body)) return { status: sr.status, ring: undefined, problem: statusMessage(sr.body), condition: undefined };
+  const obj = sr.body;
+  const config = labelSlotConfig([{ metadata: { namespace, name: ring }, spec: obj["spec"], status: obj["status"] }]);
+  const st = isRecord(obj["status"]) ? obj["status"] : {};
+  const conditions = Array.isArray(st["conditions"]) ? st["conditions"] : [];
+  const c = conditions.find((x): x is Record<string, unknown> => isRecord(x) && x["type"] === "Labelled");
+  const text = (v: unknown): string => (typeof v === "string" ? v : "");
+  const condition = c === undefined ? undefined : { status: text(c["status"]), reason: text(c["reason"]), message: text(c["message"]) };
+  const problem = config.problems[0]?.message ?? (config.rings.length === 0 ? `ShardRing ${namespace}/${ring} is not in labels mode (spec.filter is ${JSON.stringify(isRecord(obj["spec"]) ? (obj["spec"]["filter"] ?? "shardselector") : "shardselector")})` : undefined);
+  return { status: 200, ring: config.rings[0], problem, condition };
+}
+
+/** Lists `resource` metadata-only and judges every object's slot label for `ring`. */
+export async function runLabelAudit(client: KubeClient, ring: LabelSlotRing, resource: SlotResource, opts: { pageSize?: number; examples?: number } = {}): Promise<LabelAuditReport> {
+  const resolved = await resolveResource(client, { resource: resource.resource, group: resource.group, key: "uid" });
+  const objects: LabelledObject[] = [];
+  await listAll(client, resourcePath(resolved), { metadataOnly: true, pageSize: opts.pageSize }, (item) => {
+    const meta = isRecord(item) && isRecord(item["metadata"]) ? item["metadata"] : undefined;
+    if (meta === undefined || typeof meta["name"] !== "string") return;
+    const namespace = typeof meta["namespace"] === "string" ? meta["namespace"] : "";
+    const labels: Record<string, string> = {};
+    if (isRecord(meta["labels"])) for (const [k, v] of Object.entries(meta["labels"])) if (typeof v === "string") labels[k] = v;
+    const refs = Array.isArray(meta["ownerReferences"]) ? meta["ownerReferences"].filter(isRecord).map((r) => ({ uid: r["uid"], controller: r["controller"] })) : undefined;
+    objects.push({ id: namespace === "" ? meta["name"] : `${namespace}/${meta["name"]}`, meta: { uid: typeof meta["uid"] === "string" ? meta["uid"] : undefined, namespace, ownerReferences: refs }, labels });
+  });
+  return buildLabelAudit(ring, resource, objects, opts.examples);
 }

@@ -9,6 +9,9 @@
  *   webhook, labels) and their text report;
  * - `audit.ts`: {@link buildAudit}, the sum, missing, duplicated and skew
  *   of one full list against one list per owner, and its text report;
+ * - `label-audit.ts`: label slots: the slot label of every object of a
+ *   labels-mode ring, the ring's readiness for the switch, the stamping
+ *   webhook's rules;
  * - `owners.ts`: who owns which ranges, static or from a ring's Leases;
  * - `canary.ts`: canary objects, placement and verdicts;
  * - `resource.ts`: a resource's path, kind and scope.
@@ -23,7 +26,8 @@
  * @packageDocumentation
  */
 export { buildAudit, formatAudit, type AuditReport } from "./audit.ts";
-export { loadRing, readRing, runAudit, type AuditOptions } from "./audit-run.ts";
+export { loadRing, readLabelRing, readRing, runAudit, runLabelAudit, type AuditOptions } from "./audit-run.ts";
+export { buildLabelAudit, formatLabelAudit, type LabelAuditReport } from "./label-audit.ts";
 export { CANARY_LABEL, formatCanary, type CanaryReport } from "./canary.ts";
 export { httpProbe, podProxyProbe, runCanary, type CanaryOptions, type DeliveredProbe } from "./canary-run.ts";
 export { formatPreflight, judgeShardSupport, type Check, type PreflightReport } from "./checks.ts";

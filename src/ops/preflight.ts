@@ -24,7 +24,11 @@ import {
   type WebhookEntryObservation,
 } from "./checks.ts";
 import { isRecord, resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { readLabelRing, runLabelAudit } from "./audit-run.ts";
+import { judgeLabelAudit, judgeLabelRing, judgeLabelWebhook, type WebhookRulesObservation } from "./label-audit.ts";
 import { listAll, objectKey, shardInfoOf } from "./lists.ts";
+import { slotResourceName, type SlotResource } from "../ring/label-slots.ts";
+import { LABEL_SLOTS_PATH } from "../webhook/server.ts";
 
 export interface PreflightOptions {
   readonly resources: readonly ShardedResource[];
@@ -41,6 +45,14 @@ export interface PreflightOptions {
   readonly webhookSecret?: string | undefined;
   /** Label-based setups: the label every object must carry. */
   readonly shardLabel?: string | undefined;
+  /**
+   * Label slots (`shardcar.io/filter: labels`): the ring whose ShardRing must
+   * be in labels mode and label every resource, whose objects must all carry
+   * their slot, and whose resources the stamping webhook must cover.
+   */
+  readonly labelRing?: string | undefined;
+  /** The resources with the keys the pods will use (`owner` included); default `resources`. */
+  readonly slotResources?: readonly SlotResource[] | undefined;
   /** Sharded probe lists per resource (several, to catch a mixed HA control plane). */
   readonly probes: number;
   readonly requireServerFiltering: boolean;
@@ -177,6 +189,51 @@ async function checkLabels(client: KubeClient, r: ResolvedResource, label: strin
   return judgeLabels({ resource: resourceName(r), label, total, missing, examples });
 }
 
+/** Label slots: the ring's spec, every object's label, the stamping webhook's rules. */
+async function checkLabelSlots(client: KubeClient, ringName: string, wanted: readonly SlotResource[], opts: PreflightOptions): Promise<Check[]> {
+  const checks: Check[] = [];
+  try {
+    const read = await readLabelRing(client, opts.namespace, ringName);
+    checks.push(judgeLabelRing({ namespace: opts.namespace, ring: ringName, status: read.status, labels: read.ring, problem: read.problem, wanted, condition: read.condition }));
+    const ring = read.ring;
+    if (ring !== undefined) {
+      for (const r of ring.resources.filter((x) => wanted.some((w) => w.group === x.group && w.resource === x.resource))) {
+        try {
+          checks.push(judgeLabelAudit(await runLabelAudit(client, ring, r, { examples: 10 })));
+        } catch (e) {
+          checks.push(errorCheck(`slot-label/${slotResourceName(r)}`, `every ${slotResourceName(r)} object carries its right ${ring.label}`, e));
+        }
+      }
+    }
+  } catch (e) {
+    checks.push(errorCheck("label-ring", `ShardRing ${opts.namespace}/${ringName} is in labels mode`, e));
+  }
+  const name = opts.webhook ?? "shardcar";
+  try {
+    const cfg = await client.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`);
+    const raw = cfg.status === 200 && isRecord(cfg.body) && Array.isArray(cfg.body["webhooks"]) ? cfg.body["webhooks"] : [];
+    const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+    const webhooks: WebhookRulesObservation[] = raw.filter(isRecord).map((w) => {
+      const cc = isRecord(w["clientConfig"]) ? w["clientConfig"] : {};
+      const svcPath = isRecord(cc["service"]) && typeof cc["service"]["path"] === "string" ? cc["service"]["path"] : undefined;
+      let path = svcPath;
+      if (path === undefined && typeof cc["url"] === "string") {
+        try {
+          path = new URL(cc["url"]).pathname;
+        } catch {
+          path = undefined;
+        }
+      }
+      const rules = Array.isArray(w["rules"]) ? w["rules"].filter(isRecord).map((r) => ({ apiGroups: strings(r["apiGroups"]), resources: strings(r["resources"]), operations: strings(r["operations"]) })) : [];
+      return { name: typeof w["name"] === "string" ? w["name"] : "?", path, failurePolicy: typeof w["failurePolicy"] === "string" ? w["failurePolicy"] : undefined, rules };
+    });
+    checks.push(judgeLabelWebhook({ name, status: cfg.status, webhooks }, wanted, LABEL_SLOTS_PATH));
+  } catch (e) {
+    checks.push(errorCheck("label-webhook", `webhook ${name} sends every labelled resource to ${LABEL_SLOTS_PATH}`, e));
+  }
+  return checks;
+}
+
 /** Runs every configured check; never throws for an API failure (that becomes a failed check). */
 export async function runPreflight(client: KubeClient, opts: PreflightOptions): Promise<PreflightReport> {
   const checks: Check[] = [];
@@ -186,11 +243,13 @@ export async function runPreflight(client: KubeClient, opts: PreflightOptions): 
     try {
       const rr = await resolveResource(client, r);
       resolved.push(rr);
-      checks.push(await probeResource(client, rr, opts));
+      // Labels mode filters with a label selector, which every server honours.
+      if (opts.labelRing === undefined) checks.push(await probeResource(client, rr, opts));
     } catch (e) {
       checks.push(errorCheck(`shard-selector/${name}`, `server honours shardSelector for ${name}`, e));
     }
   }
+  if (opts.labelRing !== undefined) checks.push(...(await checkLabelSlots(client, opts.labelRing, opts.slotResources ?? opts.resources, opts)));
   const subject = opts.serviceAccount === undefined ? undefined : { namespace: opts.namespace, name: opts.serviceAccount };
   const subjectName = subject === undefined ? "the kubeconfig's user" : `system:serviceaccount:${subject.namespace}:${subject.name}`;
   try {

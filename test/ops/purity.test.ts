@@ -11,7 +11,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
-const PURE = ["ops/checks.ts", "ops/audit.ts", "ops/owners.ts", "ops/canary.ts", "ops/resource.ts", "demo/report.ts"];
+const PURE = ["ops/checks.ts", "ops/audit.ts", "ops/label-audit.ts", "ops/owners.ts", "ops/canary.ts", "ops/resource.ts", "demo/report.ts"];
 // Direct: the decision file itself.
 const DIRECT: Array<[RegExp, string]> = [
   [/\bsetTimeout\b|\bsetInterval\b|\bsetImmediate\b/, "a timer"],

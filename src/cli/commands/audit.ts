@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { formatAudit } from "../../ops/audit.ts";
-import { loadRing, runAudit } from "../../ops/audit-run.ts";
+import { loadRing, readLabelRing, runAudit, runLabelAudit } from "../../ops/audit-run.ts";
+import { formatLabelAudit, type LabelAuditReport } from "../../ops/label-audit.ts";
+import { ShardcarError } from "../../errors.ts";
 import { formatCanary } from "../../ops/canary.ts";
 import { httpProbe, podProxyProbe, runCanary, type DeliveredProbe } from "../../ops/canary-run.ts";
 import { resolveResource, resourceName } from "../../ops/kube.ts";
@@ -15,6 +17,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export const auditCommand: Command = {
   name: "audit",
   usage: `Usage: shardcar audit --resource RES (--shards N | --ring NAME) [flags]
+       shardcar audit --ring NAME [flags]      (a labels-mode ring: its slot labels)
 
 Answers "is every object owned right now?". Lists the resource once in full
 (paged, resourceVersion=0) and once per owner with its selector, at the same
@@ -26,6 +29,12 @@ keying the largest namespaces.
 For a ring, each member's ranges are the slots its Lease says its proxy
 enforces right now; a member whose Lease expired or was fenced serves nothing.
 
+For a ring in labels mode (spec.filter: labels) it also checks the slot
+label shard.shardcar.io/<ring> of every object: how many carry their right
+slot, and which are unlabelled or mislabelled (each of those is in no cache).
+Without --resource it does that for every resource of the ring's
+spec.resources.
+
 With --canary it also creates one short-lived object per owner's ranges (uids
 cannot be chosen: it creates objects until each range has one, up to a bound,
 deleting the extra ones at once), then asks each proxy's admin endpoint
@@ -34,7 +43,7 @@ deletes the canaries. Canary pods carry a scheduling gate and never run.
 
 Flags:
   --resource RES          one sharded resource and key: pods, configmaps=namespace,
-                          things.example.com (required)
+                          things.example.com (required, except for a labels-mode --ring)
   --shards N              audit N equal static ranges (i/N)
   --ring NAME             audit ring NAME (its ShardRing and member Leases in --namespace)
   --namespace NS          the ring's namespace, and where canaries are created
@@ -50,12 +59,14 @@ Flags:
   --json                  print the report as JSON
 ${KUBE_FLAGS_HELP}
 
-Exit status: 0 nothing missing or duplicated (and canaries delivered), 1 otherwise, 2 bad flags.
+Exit status: 0 nothing missing or duplicated (and canaries delivered, and every slot
+label right), 1 otherwise, 2 bad flags.
 
 Examples:
   shardcar audit --resource pods --ring web --namespace shop
   shardcar audit --resource configmaps=namespace --shards 3 --top 10
   shardcar audit --resource pods --ring web --namespace shop --canary
+  shardcar audit --ring web --namespace shop          # labels mode: every resource's slot labels
   shardcar audit --resource pods --shards 2 --canary --admin-url 0=http://127.0.0.1:9464 --admin-url 1=http://127.0.0.1:9465
 `,
   async run(argv, io) {
@@ -77,9 +88,9 @@ Examples:
       io.stdout.write(this.usage);
       return 0;
     }
-    if (values.resource === undefined) throw new UsageError("--resource", "--resource is required, e.g. --resource pods");
-    const [resource, ...more] = parseResources(values.resource, "--resource");
-    if (resource === undefined || more.length > 0) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: audit one resource at a time`);
+    if (values.resource === undefined && values.ring === undefined) throw new UsageError("--resource", "--resource is required, e.g. --resource pods (or --ring NAME alone for a labels-mode ring)");
+    const [resource, ...more] = values.resource === undefined ? [] : parseResources(values.resource, "--resource");
+    if (values.resource !== undefined && (resource === undefined || more.length > 0)) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: audit one resource at a time`);
     if ((values.shards === undefined) === (values.ring === undefined)) throw new UsageError("--shards", "give exactly one of --shards N or --ring NAME");
     const n = values.shards === undefined ? undefined : intFlag("--shards", values.shards, 1, 1, 4096);
     if (values.ring !== undefined && !DNS_LABEL.test(values.ring)) throw new UsageError("--ring", `invalid --ring ${JSON.stringify(values.ring)}: expected a ring name (a DNS label)`);
@@ -99,6 +110,17 @@ Examples:
 
     const { client, namespace } = kubeFromFlags(values, io.env);
     return withApiErrors("audit", io, async () => {
+      // Labels mode: every object of the ring's resources must carry its slot.
+      const labelRing = values.ring === undefined ? undefined : await readLabelRing(client, namespace, values.ring);
+      const labelled = labelRing?.ring?.resources.filter((r) => resource === undefined || (r.group === resource.group && r.resource === resource.resource)) ?? [];
+      const labels: LabelAuditReport[] = [];
+      if (labelRing?.ring !== undefined) for (const r of labelled) labels.push(await runLabelAudit(client, labelRing.ring, r, { pageSize }));
+      if (resource === undefined) {
+        if (labelRing?.ring === undefined) throw new ShardcarError("SHARDCAR_ERR_CONFIG", `--resource is required: ${labelRing?.problem ?? `ShardRing ${namespace}/${values.ring ?? ""} is not in labels mode`}`);
+        if (values.json === true) io.stdout.write(JSON.stringify({ labels }, null, 2) + "\n");
+        else io.stdout.write(labels.map(formatLabelAudit).join("\n"));
+        return labels.every((l) => l.ok) ? 0 : 1;
+      }
       const resolved = await resolveResource(client, resource);
       const owners: OwnerSet = n !== undefined ? staticOwners(n) : await loadRing(client, namespace, values.ring ?? "", Date.now());
       const canaryMax = canaryMaxFlag ?? 20 * Math.max(1, owners.owners.length);
@@ -111,12 +133,13 @@ Examples:
         const probe: DeliveredProbe = (owner, key) => (adminUrls.has(owner.name) || viaPods === undefined ? direct(owner, key) : viaPods(owner, key));
         canary = await runCanary(client, { resource: resolved, owners, namespace, maxObjects: canaryMax, timeoutMs: canaryTimeout, delivered: probe, runId: randomBytes(4).toString("hex") });
       }
-      if (values.json === true) io.stdout.write(JSON.stringify({ ...report, ...(canary === undefined ? {} : { canary }) }, null, 2) + "\n");
+      if (values.json === true) io.stdout.write(JSON.stringify({ ...report, ...(canary === undefined ? {} : { canary }), ...(labels.length === 0 ? {} : { labels }) }, null, 2) + "\n");
       else {
         io.stdout.write(formatAudit(report));
         if (canary !== undefined) io.stdout.write("\n" + formatCanary(canary));
+        for (const l of labels) io.stdout.write("\n" + formatLabelAudit(l));
       }
-      return report.ok && (canary?.ok ?? true) ? 0 : 1;
+      return report.ok && (canary?.ok ?? true) && labels.every((l) => l.ok) ? 0 : 1;
     });
   },
 };

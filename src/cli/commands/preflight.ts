@@ -20,7 +20,13 @@ of a kubeconfig, with one verdict per check (PASS, WARN, FAIL):
   - whether the controller's ServiceAccount has the RBAC the sidecar needs;
   - whether the leader-election lock exists, and of which kind;
   - whether the webhook is installed with a valid CA bundle;
-  - for label-based setups, whether every object carries the shard label.
+  - for label-based setups, whether every object carries the shard label;
+  - with --filter labels (before switching the pods to shardcar.io/filter:
+    labels): whether the ShardRing --ring is in labels mode and labels every
+    resource with the same key, whether every object already carries its
+    right slot label (FAIL names how many and which, while any does not), and
+    whether the webhook configuration sends CREATE and UPDATE of each
+    resource to /label-slots.
 
 Flags:
   --resources LIST        sharded resources and keys, as in shardcar.io/resources,
@@ -33,6 +39,8 @@ Flags:
   --webhook NAME          MutatingWebhookConfiguration to check (default shardcar; "none" skips)
   --webhook-secret NS/NAME  serving-certificate Secret (default <service namespace>/shardcar-webhook-tls)
   --shard-label KEY       label-based setups: every object must carry label KEY
+  --filter MODE           shardselector (default) or labels: what the pods' shardcar.io/filter will say
+  --ring NAME             the pods' ring (shardcar.io/ring); required with --filter labels
   --probes N              sharded probe LISTs per resource (default 4)
   --require-server-filtering  FAIL (not WARN) when the server ignores shardSelector
   --json                  print the report as JSON
@@ -45,6 +53,7 @@ Examples:
   shardcar preflight --resources "pods, configmaps=namespace" --shards ordinal/3 \\
       --leader-election leases/web-controller --namespace shop --json
   shardcar preflight --resources releases.convoy.kumodo.io --shard-label convoy.kumodo.io/shard --webhook none
+  shardcar preflight --resources "widgets.example.com, configmaps=namespace" --filter labels --ring web --namespace shop
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
@@ -56,6 +65,8 @@ Examples:
       webhook: { type: "string" },
       "webhook-secret": { type: "string" },
       "shard-label": { type: "string" },
+      filter: { type: "string" },
+      ring: { type: "string" },
       probes: { type: "string" },
       "require-server-filtering": { type: "boolean" },
       json: { type: "boolean" },
@@ -77,6 +88,10 @@ Examples:
     if (label !== undefined && !/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(label)) {
       throw new UsageError("--shard-label", `invalid --shard-label ${JSON.stringify(label)}: expected a label key, e.g. convoy.kumodo.io/shard`);
     }
+    const filter = values.filter ?? "shardselector";
+    if (filter !== "shardselector" && filter !== "labels") throw new UsageError("--filter", `invalid --filter ${JSON.stringify(filter)}: expected shardselector or labels`);
+    if (values.ring !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.ring)) throw new UsageError("--ring", `invalid --ring ${JSON.stringify(values.ring)}: expected a ring name (a DNS label)`);
+    if (filter === "labels" && values.ring === undefined) throw new UsageError("--ring", "--filter labels needs --ring NAME: the ShardRing whose slot label the pods will select by");
     const { client, namespace } = kubeFromFlags(values, io.env);
     const webhook = values.webhook === "none" || values.webhook === "" ? undefined : (values.webhook ?? "shardcar");
     const report = await runPreflight(client, {
@@ -88,6 +103,7 @@ Examples:
       webhook,
       webhookSecret: secret,
       shardLabel: label,
+      labelRing: filter === "labels" ? values.ring : undefined,
       probes,
       requireServerFiltering: values["require-server-filtering"] === true,
       now: Date.now,
