@@ -18,7 +18,7 @@ import { decideInjection } from "../../src/webhook/decide.ts";
 import { parsePodSettings } from "../../src/webhook/annotations.ts";
 import { defaultInjectorConfig } from "../../src/webhook/config.ts";
 import type { JsonObject } from "../../src/webhook/json.ts";
-import { MUTATE_PODS_PATH } from "../../src/webhook/server.ts";
+import { LABEL_SLOTS_PATH, MUTATE_PODS_PATH } from "../../src/webhook/server.ts";
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -126,7 +126,7 @@ const EXAMPLE_KINDS = [
   "ServiceAccount/kube-state-metrics",
 ];
 
-const TARGETS = ["manifests/base", "manifests/overlays/single-replica", "manifests/overlays/multi-replica", "test/manifests/compose/cert-manager", "test/manifests/compose/label-only"];
+const TARGETS = ["manifests/base", "manifests/overlays/single-replica", "manifests/overlays/multi-replica", "test/manifests/compose/cert-manager", "test/manifests/compose/label-only", "test/manifests/compose/label-slots"];
 const rendered = new Map<string, Obj[]>();
 
 t.before(async () => {
@@ -160,7 +160,8 @@ t.test("webhooks: a manager outage can never block a pod that did not opt in", a
     const mwc = find<Obj & { webhooks: Webhook[] }>(get(dir), "MutatingWebhookConfiguration", "shardcar");
     for (const w of mwc.webhooks) {
       // A plain pod, with no shardcar label, in an ordinary namespace.
-      const reachesPlainPods = selects(w.objectSelector ?? {}, { app: "web" });
+      const pods = w.rules.some((r) => r.resources.includes("pods") || r.resources.includes("*"));
+      const reachesPlainPods = pods && selects(w.objectSelector ?? {}, { app: "web" });
       t.ok(w.failurePolicy === "Ignore" || !reachesPlainPods, `${dir} ${w.name}: failurePolicy ${w.failurePolicy} only for pods labelled shardcar.io/inject`);
       if (reachesPlainPods) {
         t.ok(
@@ -350,4 +351,30 @@ t.test("cert-manager component: a Certificate for the Service, its CA injected i
 t.test("label-only component: only the label webhook remains", async (t) => {
   const mwc = find<Obj & { webhooks: Webhook[] }>(get("test/manifests/compose/label-only"), "MutatingWebhookConfiguration", "shardcar");
   t.same(mwc.webhooks.map((w) => w.name), ["label.inject.shardcar.io"]);
+});
+
+t.test("label-slots component: the stamping webhook never blocks a write, is sent only the updates that can move a label, and the labeller's RBAC is aggregated", async (t) => {
+  const objs = get("test/manifests/compose/label-slots");
+  t.same(kinds(objs), [...BASE_KINDS, ...EXAMPLE_KINDS, "ClusterRole/shardcar-label-slots-example", "ClusterRole/shardcar-manager-label-slots", "ClusterRoleBinding/shardcar-manager-label-slots"].sort());
+  const mwc = find<Obj & { webhooks: Webhook[] }>(objs, "MutatingWebhookConfiguration", "shardcar");
+  t.same(sorted(mwc.webhooks.map((w) => w.name)), ["annotation.inject.shardcar.io", "label.inject.shardcar.io", "slots.shardcar.io"], "beside the injection webhooks, in the same configuration (one caBundle)");
+  const slots = mwc.webhooks.find((w) => w.name === "slots.shardcar.io");
+  const inject = mwc.webhooks.find((w) => w.name === "label.inject.shardcar.io");
+  t.equal(slots?.failurePolicy, "Ignore", "a manager outage must not block the controllers' writes");
+  t.same(slots?.clientConfig.service, { ...inject?.clientConfig.service, path: LABEL_SLOTS_PATH }, "the same Service, the stamping path");
+  t.equal(slots?.sideEffects, "None");
+  t.equal(slots?.reinvocationPolicy, "IfNeeded");
+  t.ok((slots?.timeoutSeconds ?? 99) <= 5, "a short timeout: it is on every write of these resources");
+  for (const r of slots?.rules ?? []) t.same(sorted(r.operations), ["CREATE", "UPDATE"], `${r.resources.join(",")}: CREATE and UPDATE`);
+  t.same(slots?.rules.flatMap((r) => r.resources), ["gadgets", "widgets", "configmaps"], "the user's resources, from their patch");
+  t.match(slots?.matchConditions?.[0]?.expression, /request\.operation != 'UPDATE'/);
+  t.match(slots?.matchConditions?.[0]?.expression, /shard\.shardcar\.io\//);
+  t.match(slots?.matchConditions?.[0]?.expression, /ownerReferences/);
+  const role = find<Obj & { aggregationRule: { clusterRoleSelectors: Selector[] } }>(objs, "ClusterRole", "shardcar-manager-label-slots");
+  const mine = find<Obj & { rules: Rule[] }>(objs, "ClusterRole", "shardcar-label-slots-example");
+  t.ok(role.aggregationRule.clusterRoleSelectors.some((sel) => selects(sel, mine.metadata.labels ?? {})), "the user's ClusterRole is aggregated");
+  for (const r of mine.rules) t.same(sorted(r.verbs), ["list", "patch", "watch"], "metadata-only list+watch and label patches, nothing else");
+  const binding = find<Obj & { roleRef: { name: string }; subjects: Array<{ name: string; namespace: string }> }>(objs, "ClusterRoleBinding", "shardcar-manager-label-slots");
+  t.equal(binding.roleRef.name, role.metadata.name);
+  t.same(binding.subjects.map((x) => `${x.namespace}/${x.name}`), ["shardcar-system/shardcar-manager"]);
 });
