@@ -221,12 +221,17 @@ export class Labeller implements LeaderTask {
 
     const apply = (event: LabellingEvent): void => {
       if (signal.aborted) return;
+      const firstList = event.type === "listed" && state.resources.get(event.resource)?.synced === false;
       const { effects } = step(state, event, this.#clock.now());
       for (const e of effects) this.#execute(e, state, apply, inFlight, (at) => {
         cancelWake();
         cancelWake = this.#clock.timer(Math.max(0, at - this.#clock.now()), () => apply({ type: "tick" }));
       });
-      scheduleReport();
+      // A resource's first list turns Listing into a count: say it at once.
+      if (firstList) {
+        reportTimer?.();
+        report();
+      } else scheduleReport();
     };
 
     const syncWatches = (): void => {

@@ -17,7 +17,8 @@
 import t from "tap";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { KubeConfig, loadYaml } from "@kubernetes/client-node";
+import { KubeConfig } from "@kubernetes/client-node";
+import { load } from "js-yaml";
 import type { runCoordinator as RunCoordinator } from "../../src/ring/coordinator.ts";
 import type { RingMember as RingMemberClass } from "../../src/ring/member.ts";
 import { MutableOwnership } from "../../src/proxy/ownership.ts";
@@ -76,7 +77,9 @@ interface StatusJson {
 
 t.test(`gate ${env.gate}: ring chaos on real Leases and the ShardRing CRD — after each join, kill and leave, every informer caches exactly its member's slots`, { skip }, async (t) => {
   if (typeof ring === "string") return;
-  const crd = loadYaml<KubeObject>(readFileSync(CRD_FILE, "utf8"));
+  // js-yaml: client-node's loadYaml goes through the typed model, which
+  // writes `enum` as `_enum` and drops `x-kubernetes-validations`.
+  const crd = load(readFileSync(CRD_FILE, "utf8")) as KubeObject;
   await ensure(server, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
   const ringPath = `/apis/shardcar.io/v1alpha1/namespaces/${NS}/shardrings`;
   await waitUntil(`${ringPath} is served`, async () => (await callJson(server, "GET", `${ringPath}?limit=1`).then(() => true).catch(() => false)), 30_000);

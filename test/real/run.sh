@@ -12,6 +12,8 @@
 #   test:real: skipped: <reason>                       (exit 75: the server could not be built)
 #
 # Environment: SHARDCAR_SHARED (default ../shared), SHARDCAR_REAL_GATES ("on off"),
+# (exported to the suites: SHARDCAR_REAL_WEBHOOK_PORT, the loopback port the kit
+# maps shardcar-system/shardcar-webhook:443 to),
 # SHARDCAR_REAL_TESTS (test files, default test/real/*.test.ts),
 # SHARDCAR_TEST_BREAK_PROXY=skip-watch-filter (test-only: every proxy skips its
 # watch filter; the lane must then fail).
@@ -74,6 +76,15 @@ finish() {
   [ "$FAIL" -eq 0 ] && exit 0
   exit 1
 }
+
+# A loopback port for webhooks the suites serve, mapped to the service the
+# manifests name (shardcar-system/shardcar-webhook:443): the kit then dials it
+# with the TLS name shardcar-webhook.shardcar-system.svc and verifies caBundle,
+# as kube-apiserver does (test/real/label-slots.test.ts). Picked once, so both
+# gates use the same map.
+WEBHOOK_PORT=$("$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+export SHARDCAR_REAL_WEBHOOK_PORT=$WEBHOOK_PORT
+export REALAPI_WEBHOOK_SERVICES="shardcar-system/shardcar-webhook:443=127.0.0.1:$WEBHOOK_PORT${REALAPI_WEBHOOK_SERVICES:+,$REALAPI_WEBHOOK_SERVICES}"
 
 seeded=0
 for gate in $GATES; do

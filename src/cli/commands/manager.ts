@@ -210,6 +210,8 @@ Examples:
         metrics.once("error", reject);
         metrics.listen(metricsListen.port, metricsListen.host, () => resolve());
       });
+      const bound = metrics.address();
+      io.stdout.write(`shardcar manager serving metrics on http://${metricsListen.host}:${typeof bound === "object" && bound !== null ? bound.port : metricsListen.port}/metrics\n`);
     }
     // The ring coordinator runs behind its own leader election (a Lease in
     // `namespace`); webhook serving is not elected: every replica answers.
