@@ -9,10 +9,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { seedPods, startDevApi, type DevApi, type GateMode } from "../../src/devapi/index.ts";
 import { KubeConfig } from "@kubernetes/client-node";
-import { main } from "../../src/cli/main.ts";
+import { runCli } from "../support/cli.ts";
 import { silentLogger } from "../../src/log.ts";
 import { runCoordinator, RingMember, RING_GROUP, RING_VERSION } from "../../src/ring/index.ts";
 
@@ -111,19 +110,7 @@ current-context: dev
 }
 
 /** Runs the CLI in-process. */
-export async function cli(argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const sink = (f: (s: string) => void): Writable =>
-    new Writable({
-      write(c: Buffer, _e, cb) {
-        f(c.toString());
-        cb();
-      },
-    });
-  const code = await main(argv, { stdout: sink((s) => (out += s)), stderr: sink((s) => (err += s)), env, signal: new AbortController().signal });
-  return { code, out, err };
-}
+export const cli = runCli;
 
 /** A CRD for `releases.convoy.kumodo.io`, as a cluster would have it. */
 export function releasesCrd(): Record<string, unknown> {

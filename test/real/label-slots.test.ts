@@ -20,12 +20,12 @@
  */
 import t from "tap";
 import { execFile } from "node:child_process";
-import { PassThrough } from "node:stream";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import { load, loadAll } from "js-yaml";
 import { main } from "../../src/cli/main.ts";
+import { captureIo, runCli } from "../support/cli.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { ensure, installCrd } from "./support/dataset.ts";
@@ -87,16 +87,15 @@ interface Manager {
 /** `shardcar manager` as the Deployment runs it, until `stop`; resolves once the plugin's calls reach it. */
 async function startManager(rate: number): Promise<Manager> {
   const abort = new AbortController();
-  const stdout = new PassThrough();
-  let out = "";
-  stdout.on("data", (d: Buffer) => (out += d.toString()));
+  const c = captureIo(abort.signal);
+  const out = (): string => c.out() + c.err();
   const exit = main(
     ["manager", "--image", "ghcr.io/shardcar/shardcar:test", "--webhook-listen", `127.0.0.1:${PORT}`, "--metrics-listen", "127.0.0.1:0", "--namespace", "shardcar-system", "--label-rate", String(rate), "--label-burst", "1", "--log-level", "warn"],
-    { stdout, stderr: stdout, env: {}, signal: abort.signal },
+    c.io,
   );
   let metrics = "";
   await waitUntil("the manager serves metrics", () => {
-    metrics = /serving metrics on (http:\/\/\S+)/.exec(out)?.[1] ?? "";
+    metrics = /serving metrics on (http:\/\/\S+)/.exec(out())?.[1] ?? "";
     return metrics !== "";
   }, 30_000);
   // A server-side dry run shows when the plugin calls it with a caBundle it trusts.
@@ -106,7 +105,7 @@ async function startManager(rate: number): Promise<Manager> {
   }, 30_000);
   return {
     metrics,
-    out: () => out,
+    out,
     async stop() {
       abort.abort();
       await exit;
@@ -139,16 +138,7 @@ interface LabelJson {
   ok: boolean;
 }
 
-async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (d: Buffer) => (out += d.toString()));
-  stderr.on("data", (d: Buffer) => (err += d.toString()));
-  const code = await main([...argv, "--kubeconfig", env.kubeconfig], { stdout, stderr, env: {}, signal: new AbortController().signal });
-  return { code, out, err };
-}
+const cli = (argv: string[]): Promise<{ code: number; out: string; err: string }> => runCli([...argv, "--kubeconfig", env.kubeconfig]);
 
 async function audit(): Promise<{ code: number; labels: LabelJson[] }> {
   const r = await cli(["audit", "--namespace", NS, "--ring", RING, "--json"]);

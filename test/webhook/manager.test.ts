@@ -5,7 +5,6 @@
  * MutatingWebhookConfigurations; its logic is covered in certs.test.ts).
  */
 import t from "tap";
-import { PassThrough } from "node:stream";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,17 +13,10 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { main } from "../../src/cli/main.ts";
 import { issueWebhookCertificates, webhookDnsNames } from "../../src/webhook/certs.ts";
+import { captureIo, type CapturedIo } from "../support/cli.ts";
 import { reviewFor } from "./support.ts";
 
-function io(signal = new AbortController().signal) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (d: Buffer) => (out += d.toString()));
-  stderr.on("data", (d: Buffer) => (err += d.toString()));
-  return { io: { stdout, stderr, env: {}, signal }, out: () => out, err: () => err };
-}
+const io = (signal?: AbortSignal): CapturedIo => captureIo(signal);
 
 t.test("--help exits 0 and shows both certificate modes and examples", async (t) => {
   const c = io();
