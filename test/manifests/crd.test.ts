@@ -33,7 +33,19 @@ if (!built) {
   t.teardown(async () => {
     await run("bash", [join(KIT, "stop.sh"), runDir, "--clean"]).catch(() => rmSync(runDir, { recursive: true, force: true }));
   });
-  await run("bash", [join(KIT, "start.sh"), "on"], { env: { ...process.env, REALAPI_RUN_DIR: runDir }, timeout: 90_000 });
+  // start.sh picks free ports and then binds them; another process can take
+  // one in between (seen under load: etcd's "bind: address already in use").
+  // Its failure path stops what it started, so try again on fresh ports, as
+  // test/real/run.sh does.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await run("bash", [join(KIT, "start.sh"), "on"], { env: { ...process.env, REALAPI_RUN_DIR: runDir }, timeout: 90_000 });
+      break;
+    } catch (e) {
+      const out = e instanceof Error && "stderr" in e ? String((e as { stderr: unknown }).stderr) : "";
+      if (attempt >= 3 || !out.includes("address already in use")) throw e;
+    }
+  }
   const env = { ...process.env, KUBECONFIG: join(runDir, "kubeconfig") };
   const kubectl = async (args: string[], input?: string): Promise<{ code: number; out: string }> => {
     return new Promise((resolve) => {
