@@ -8,11 +8,15 @@
  * - `state.ts`: the ordered {@link MemberState} of a member Lease;
  * - `times.ts`: {@link leaseTimes}, durations until a Lease's next transition;
  * - `table.ts`: the ShardRing spec and status tables, their codec and validation;
- * - `handoff.ts`: the leader's state machine {@link step} and the member's {@link follow}.
+ * - `handoff.ts`: the leader's state machine {@link step} and the member's {@link follow};
+ * - `label-slots.ts`: labels mode: which rings label which resources, and the slot each object must carry;
+ * - `labelling.ts`: the labeller's state machine (backfill: what to PATCH, when, and what a failure means).
  *
  * Shell files, the only ones that touch the API (through `kube.ts`):
  * - `coordinator.ts`: {@link runCoordinator}, for `shardcar manager`;
- * - `member.ts`: {@link RingMember}, the proxy's `OwnershipSource` in ring mode.
+ * - `member.ts`: {@link RingMember}, the proxy's `OwnershipSource` in ring mode;
+ * - `labeller.ts`: the manager's ShardRing watch for the stamping webhook, and
+ *   the labeller, a task the coordinator runs while it leads.
  *
  * Static modes (`i/N`, `ordinal/N`, a selector) never come here; they use
  * `StaticOwnership` with `staticRanges` from `src/shard/spec.ts`.
@@ -21,7 +25,9 @@
  *
  * @packageDocumentation
  */
-export { runCoordinator, type CoordinatorOptions } from "./coordinator.ts";
+export { runCoordinator, type CoordinatorOptions, type LeaderTask, type RingStatusExtra } from "./coordinator.ts";
+export { Labeller, watchLabelSlotConfig, type LabelSlotSource, type LabellerOptions } from "./labeller.ts";
+export { decodeLabelSpec, FilterMode, labelSlotConfig, type LabelSlotConfig, type LabelSlotRing, type SlotResource } from "./label-slots.ts";
 export { RingMember, checkMemberTimings, DEFAULT_MEMBER_TIMINGS, type RingMemberOptions, type MemberTimings } from "./member.ts";
 export { systemClock, type Clock } from "./clock.ts";
 export { MemberState, memberState, isAssignable, isReleased, isServing, needsFence } from "./state.ts";
