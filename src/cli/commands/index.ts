@@ -12,6 +12,6 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "ranges", summary: "print the N equal shard ranges and their canonical selectors, or which one holds a live object", load: async () => (await import("./ranges.ts")).rangesCommand },
   { name: "preflight", summary: "check a cluster before enabling shardcar for a controller (gate, RBAC, lock, webhook, labels)", load: async () => (await import("./preflight.ts")).preflightCommand },
   { name: "audit", summary: "check that every object is served by exactly one replica (silent gaps, duplicates, skew, canaries)", load: async () => (await import("./audit.ts")).auditCommand },
-  { name: "manager", summary: "serve the injection webhook and coordinate shard rings, in shardcar-system", load: async () => (await import("./manager.ts")).managerCommand },
+  { name: "manager", summary: "serve the injection webhook (and the label-slot one), coordinate shard rings and label their objects, in shardcar-system", load: async () => (await import("./manager.ts")).managerCommand },
   { name: "devapi", summary: "run the in-memory API server (KEP-5866 sharding, switchable gate) for tests and demos", load: async () => (await import("./devapi.ts")).devapiCommand },
 ];
