@@ -81,7 +81,8 @@ export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<
   const lists: OwnerList[] = [];
   let exact = fullList.resourceVersion !== "";
   for (const owner of opts.owners.owners) {
-    const selector = canonicalSelector(r.key, owner.ranges);
+    // An owner key has no shard selector: the owner's list is the full one, filtered here as its proxy would.
+    const selector = r.key === "owner" ? (owner.ranges.length === 0 ? undefined : "") : canonicalSelector(r.key, owner.ranges);
     if (selector === undefined) {
       // Owns nothing: no selector can say so, and nothing is served.
       lists.push({ owner: owner.name, ids: [], outside: 0, serverFiltered: true });
@@ -99,7 +100,7 @@ export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<
       else outside++;
     };
     const list = (rv: boolean): Promise<unknown> =>
-      listAll(client, path, { metadataOnly: true, shardSelector: selector, pageSize: opts.pageSize, ...(rv ? { resourceVersion: fullList.resourceVersion, resourceVersionMatch: "Exact" as const } : {}) }, onItem);
+      listAll(client, path, { metadataOnly: true, shardSelector: selector === "" ? undefined : selector, pageSize: opts.pageSize, ...(rv ? { resourceVersion: fullList.resourceVersion, resourceVersionMatch: "Exact" as const } : {}) }, onItem);
     try {
       await list(exact);
     } catch (e) {

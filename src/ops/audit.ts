@@ -6,7 +6,7 @@
  */
 import { fnv1a64, formatBound } from "../shard/hash.ts";
 import { complement, contains, intersect, ratio, size, union, type Range } from "../shard/range.ts";
-import type { ShardKey } from "../shard/selector.ts";
+import type { ResourceKey } from "../shard/slots.ts";
 import type { Owner, OwnerSet } from "./owners.ts";
 
 /** One object of the full list. */
@@ -52,7 +52,7 @@ export interface MissingObject {
 
 export interface AuditReport {
   readonly resource: string;
-  readonly key: ShardKey;
+  readonly key: ResourceKey;
   readonly owners: string;
   readonly notes: readonly string[];
   readonly resourceVersion: string;
@@ -76,7 +76,7 @@ export interface AuditReport {
 
 export interface AuditInput {
   readonly resource: string;
-  readonly key: ShardKey;
+  readonly key: ResourceKey;
   readonly owners: OwnerSet;
   readonly resourceVersion: string;
   readonly full: readonly AuditObject[];

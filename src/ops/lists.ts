@@ -4,7 +4,7 @@
  * the few fields the tools need from each item.
  */
 import { ShardcarError } from "../errors.ts";
-import type { ShardKey } from "../shard/selector.ts";
+import { keyValue, type ResourceKey } from "../shard/slots.ts";
 import type { KubeClient } from "./kube.ts";
 import { isRecord, statusMessage } from "./resource.ts";
 
@@ -39,12 +39,17 @@ export function shardInfoOf(body: unknown): string | undefined {
   return typeof si === "string" ? si : undefined;
 }
 
-/** The value the server hashes for `key`: the uid, or the namespace (`""` when cluster-scoped). Undefined without metadata or uid. */
-export function objectKey(item: unknown, key: ShardKey): string | undefined {
+/**
+ * The value hashed for `key` (slots.ts `keyValue`): the uid, the namespace
+ * (`""` when cluster-scoped), or the controller owner's uid (else the
+ * object's). Undefined without metadata or uid.
+ */
+export function objectKey(item: unknown, key: ResourceKey): string | undefined {
   const meta = isRecord(item) && isRecord(item["metadata"]) ? item["metadata"] : undefined;
   if (meta === undefined) return undefined;
-  if (key === "namespace") return typeof meta["namespace"] === "string" ? meta["namespace"] : "";
-  return typeof meta["uid"] === "string" ? meta["uid"] : undefined;
+  const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+  const refs = meta["ownerReferences"];
+  return keyValue({ uid: str(meta["uid"]), namespace: str(meta["namespace"]), ownerReferences: Array.isArray(refs) ? refs.filter(isRecord) : undefined }, key);
 }
 
 export interface ObjectRef {

@@ -6,6 +6,7 @@
 import { ConfigError } from "../errors.ts";
 import { fnv1a64, formatBound } from "../shard/hash.ts";
 import { contains, split } from "../shard/range.ts";
+import type { ResourceKey } from "../shard/slots.ts";
 import { readRing } from "./audit-run.ts";
 import { resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
 import { objectKey, objectRef } from "./lists.ts";
@@ -15,7 +16,7 @@ export interface ObjectLocation {
   readonly resource: string;
   readonly object: string;
   readonly uid: string;
-  readonly key: "uid" | "namespace";
+  readonly key: ResourceKey;
   readonly keyValue: string;
   readonly hash: string;
   /** With N ranges: the index of the one holding it. */

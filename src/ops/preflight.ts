@@ -65,6 +65,10 @@ function errorCheck(id: string, title: string, e: unknown): Check {
 
 async function probeResource(client: KubeClient, r: ResolvedResource, opts: PreflightOptions): Promise<Check> {
   const name = resourceName(r);
+  if (r.key === "owner") {
+    // No shard selector can hash an ownerReference: nothing to probe.
+    return { id: `shard-selector/${name}`, title: `server honours shardSelector for ${name}`, status: "skip", summary: `${name} is keyed by owner: in shardselector mode the proxy filters it by design (labels mode lets the server filter it)`, details: [] };
+  }
   // One unsharded look for an object to exclude; then every probe asks for
   // everything but that object's hash. Probes are separate requests, so in a
   // mixed HA control plane they can land on different apiservers.

@@ -15,11 +15,13 @@
  * (`complete`) only once such a snapshot went through this proxy.
  */
 import { HashMatcher, type Range } from "../shard/range.ts";
-import type { ShardKey } from "../shard/selector.ts";
 import type { DeliveredObject, TapSink } from "./scan/tap.ts";
 import type { TypeMeta } from "./synthetic-delete.ts";
 
 interface Entry extends DeliveredObject {
+  uid: string;
+  keyHi: number;
+  keyLo: number;
   /** The lineage clock when the entry was last delivered. */
   stamp: number;
 }
@@ -41,7 +43,6 @@ export interface ResumePoint {
 
 export class Lineage {
   readonly key: string;
-  readonly shardKey: ShardKey;
   /** The sharded resource's id (`pods`, `widgets.example.com`). */
   readonly resource: string;
   /** Range epoch the lineage's cache was last rebuilt or narrowed under (see ShardProxy). */
@@ -72,9 +73,8 @@ export class Lineage {
   /** A resume this proxy could not place was refused once already (see ShardProxy). */
   unplacedRefused = false;
 
-  constructor(key: string, shardKey: ShardKey, resource: string, now: number) {
+  constructor(key: string, resource: string, now: number) {
     this.key = key;
-    this.shardKey = shardKey;
     this.resource = resource;
     this.lastUsed = now;
   }
@@ -87,10 +87,13 @@ export class Lineage {
     const id = `${obj.namespace}/${obj.name}`;
     const e = this.#objects.get(id);
     const stamp = ++this.#clock;
-    if (e === undefined) this.#objects.set(id, { namespace: obj.namespace, name: obj.name, uid: obj.uid, stamp });
+    if (e === undefined) this.#objects.set(id, { namespace: obj.namespace, name: obj.name, uid: obj.uid, keyHi: obj.keyHi, keyLo: obj.keyLo, stamp });
     else {
       e.stamp = stamp;
-      if (obj.uid !== "") (e as { uid: string }).uid = obj.uid;
+      if (obj.uid !== "") e.uid = obj.uid;
+      // An owner key moves with the object's controller reference: the cache holds the latest.
+      e.keyHi = obj.keyHi;
+      e.keyLo = obj.keyLo;
     }
   }
 
@@ -184,11 +187,11 @@ export class Lineage {
     this.#chain = undefined;
   }
 
-  /** Indexed objects whose shard key is outside `ranges`, in no particular order. */
+  /** Indexed objects whose key (as the tap read it) is outside `ranges`, in no particular order. */
   leaving(ranges: readonly Range[]): DeliveredObject[] {
     const m = new HashMatcher(ranges);
     const out: DeliveredObject[] = [];
-    for (const e of this.#objects.values()) if (!m.matchesString(this.shardKey === "uid" ? e.uid : e.namespace)) out.push(e);
+    for (const e of this.#objects.values()) if (!m.matchesParts(e.keyHi, e.keyLo)) out.push(e);
     return out;
   }
 }
@@ -323,14 +326,14 @@ export class Lineages {
     this.#now = now;
   }
 
-  get(key: string, shardKey: ShardKey, resource: string): Lineage {
+  get(key: string, resource: string): Lineage {
     const now = this.#now();
     if (now - this.#lastPrune > 60_000) this.prune(now);
     let l = this.#byKey.get(key);
     if (l === undefined) {
       // Evict before adding, so the new lineage is never the one evicted.
       if (this.#byKey.size >= MAX_LINEAGES) this.#evict();
-      l = new Lineage(key, shardKey, resource, now);
+      l = new Lineage(key, resource, now);
       this.#byKey.set(key, l);
     }
     l.lastUsed = now;

@@ -5,7 +5,14 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 
-export type Verdict = "confirmed" | "inferred" | "no";
+/**
+ * Whether the apiserver filtered a sharded list: `confirmed` (shardInfo
+ * matched the selector sent), `inferred` (nothing out of range came back),
+ * `no` (the server ignored what it was sent; the proxy filtered), `proxy`
+ * (nothing the server could filter by was sent, an owner key in
+ * shardselector mode: the proxy filtered by design).
+ */
+export type Verdict = "confirmed" | "inferred" | "no" | "proxy";
 
 export class ProxyMetrics {
   readonly registry: Registry;
@@ -20,6 +27,7 @@ export class ProxyMetrics {
   readonly narrowedWatches: Counter<"resource">;
   readonly syntheticDeletes: Counter<"resource">;
   readonly fallbackRefusals: Counter<"resource">;
+  readonly unlabelled: Counter<"resource">;
   readonly streamErrors: Counter<"resource" | "class">;
   readonly activeWatches: Gauge<"resource">;
   readonly ownedRatio: Gauge;
@@ -31,7 +39,7 @@ export class ProxyMetrics {
     this.requests = new Counter({ name: "shardcar_proxy_requests_total", help: "Requests by class (list, watch, passthrough) and sharded resource.", labelNames: ["class", "resource"], registers: r });
     this.serverFiltered = new Counter({
       name: "shardcar_proxy_server_filtered_total",
-      help: "Sharded responses by whether the apiserver filtered: confirmed (shardInfo matched), inferred (nothing out of range seen), no (the proxy filtered).",
+      help: "Sharded lists by whether the apiserver filtered: confirmed (shardInfo matched), inferred (nothing out of range seen), no (the server ignored the selector; the proxy filtered), proxy (owner key in shardselector mode: no selector the server can apply, the proxy filtered by design).",
       labelNames: ["resource", "verdict"],
       registers: r,
     });
@@ -49,6 +57,12 @@ export class ProxyMetrics {
     });
     this.syntheticDeletes = new Counter({ name: "shardcar_proxy_synthetic_deletes_total", help: "DELETED events synthesised for delivered objects that left the owned ranges.", labelNames: ["resource"], registers: r });
     this.fallbackRefusals = new Counter({ name: "shardcar_proxy_fallback_refusals_total", help: "Sharded lists answered 503 because the server did not filter and fallback=fail.", labelNames: ["resource"], registers: r });
+    this.unlabelled = new Counter({
+      name: "shardcar_proxy_unlabelled_total",
+      help: "Labels mode: list items and watch events dropped because the object had no readable slot label (it is in no shard's cache).",
+      labelNames: ["resource"],
+      registers: r,
+    });
     this.streamErrors = new Counter({ name: "shardcar_proxy_stream_errors_total", help: "Responses ended with an error (unparsable or truncated upstream body).", labelNames: ["resource", "class"], registers: r });
     this.activeWatches = new Gauge({ name: "shardcar_proxy_active_watches", help: "Open sharded watches.", labelNames: ["resource"], registers: r });
     this.ownedRatio = new Gauge({ name: "shardcar_proxy_owned_keyspace_ratio", help: "Share of the 64-bit keyspace this replica currently owns.", registers: r });

@@ -61,7 +61,12 @@ export class RecentKeys {
   has(key: string): boolean {
     const b = Buffer.from(key, "utf8");
     fnv1a64Into(b, 0, b.length, this.#scratch);
-    return this.#counts.has(fold(this.#scratch[0] as number, this.#scratch[1] as number));
+    return this.hasHash(this.#scratch[0] as number, this.#scratch[1] as number);
+  }
+
+  /** Whether the point `hi:lo` was added (labels mode records a slot's first hash). */
+  hasHash(hi: number, lo: number): boolean {
+    return this.#counts.has(fold(hi, lo));
   }
 
   /** Keys added since creation (including those since forgotten). */
@@ -71,25 +76,21 @@ export class RecentKeys {
 }
 
 /**
- * A matcher that remembers every non-empty key it found in range. Used only
- * for watches: the watch filter tests every ADDED, MODIFIED and DELETED event
- * (never BOOKMARK or ERROR), and an event in range is passed on.
+ * A matcher that remembers every key it found in range. Used only for
+ * watches: the watch filter tests the key of every ADDED, MODIFIED and
+ * DELETED event (never BOOKMARK or ERROR) through `matchesKey`, and an event
+ * in range is passed on. Objects without a key are probes (`matchesParts`),
+ * not recorded.
  */
 export class RecordingMatcher extends HashMatcher {
   readonly #recent: RecentKeys;
-  readonly #hash = new Uint32Array(2);
   constructor(ranges: readonly Range[], recent: RecentKeys) {
     super(ranges);
     this.#recent = recent;
   }
-  override matchesBytes(bytes: Uint8Array, start: number, end: number): boolean {
-    fnv1a64Into(bytes, start, end, this.#hash);
-    const hi = this.#hash[0] as number;
-    const lo = this.#hash[1] as number;
+  override matchesKey(hi: number, lo: number): boolean {
     const hit = this.matchesParts(hi, lo);
-    // Empty keys are the filters' own probes (cluster-scoped objects under
-    // namespace keying), not an object.
-    if (hit && end > start) this.#recent.addHash(hi, lo);
+    if (hit) this.#recent.addHash(hi, lo);
     return hit;
   }
 }

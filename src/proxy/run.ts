@@ -14,6 +14,7 @@ import { formatBound } from "../shard/hash.ts";
 import { createAdminServer, type ReadinessCheck } from "./admin.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import type { LockSpec } from "./lock-rename.ts";
+import type { ProxyFiltering } from "./filtering.ts";
 import type { OwnershipSource } from "./ownership.ts";
 import { ShardProxy, type FallbackPolicy } from "./server.ts";
 import type { Upstream } from "./upstream.ts";
@@ -31,6 +32,8 @@ export interface ProxyConfig {
   readonly resources: readonly ShardedResource[];
   readonly ownership: OwnershipSource;
   readonly fallback: FallbackPolicy;
+  /** See `ShardProxyOptions.filtering` in server.ts. */
+  readonly filtering?: ProxyFiltering;
   readonly logger: Logger;
   readonly registry?: Registry;
   readonly readiness?: readonly ReadinessCheck[];
@@ -115,6 +118,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     resources: cfg.resources,
     ownership: cfg.ownership,
     fallback: cfg.fallback,
+    ...(cfg.filtering === undefined ? {} : { filtering: cfg.filtering }),
     logger: cfg.logger,
     metrics,
     ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),

@@ -18,18 +18,19 @@ import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
 import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage, type ResumePoint } from "./delivered.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import { recordedPoint, rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
+import type { ProxyMetrics, Verdict } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "./ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
 import { RecentKeys, RecordingMatcher } from "./recent.ts";
 import { RelistTracker } from "./relist.ts";
-import { rewriteQuery } from "./rewrite.ts";
 import { createJsonListFilter } from "./scan/json-list-filter.ts";
 import { createJsonWatchFilter } from "./scan/json-watch-filter.ts";
 import { createProtoListFilter } from "./scan/proto-list-filter.ts";
 import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
 import { createJsonListTap, createJsonWatchTap } from "./scan/json-tap.ts";
 import { createProtoListTap, createProtoWatchTap } from "./scan/proto-tap.ts";
+import type { ObjectKey } from "./scan/object-key.ts";
 import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/stats.ts";
 import type { DeliveredObject } from "./scan/tap.ts";
 import { syntheticDelete } from "./synthetic-delete.ts";
@@ -46,6 +47,8 @@ export interface ShardProxyOptions {
   readonly fallback: FallbackPolicy;
   readonly logger: Logger;
   readonly metrics: ProxyMetrics;
+  /** How the apiserver is asked to filter (see filtering.ts). Default shardselector. */
+  readonly filtering?: ProxyFiltering;
   /** Minimum gap between synthetic bookmarks on one watch. Default 1 s. */
   readonly bookmarkIntervalMs?: number;
   /** Forced relists after a range change are spread over this window. Default 0. */
@@ -119,7 +122,7 @@ export interface ResourceStats {
   narrowedWatches: number;
   syntheticDeletes: number;
   errors: number;
-  lastVerdict?: "confirmed" | "inferred" | "no";
+  lastVerdict?: Verdict;
 }
 
 interface ShardedState {
@@ -127,6 +130,10 @@ interface ShardedState {
   readonly request: ResourceRequest;
   readonly ranges: readonly Range[];
   readonly sentSelector: string | undefined;
+  /** What the filters read to place an object (rewrite.ts). */
+  readonly objectKey: ObjectKey;
+  /** The server was given nothing to filter by (owner key, shardselector mode): the verdict is the proxy's. */
+  readonly proxyFilters: boolean;
   readonly generation: number;
   /** The range epoch the request was rewritten under (see {@link RelistTracker}). */
   readonly epoch: number;
@@ -301,7 +308,7 @@ export class ShardProxy {
     else stats.watches++;
 
     const own = this.#opts.ownership.current();
-    const rw = rewriteQuery(cls.query, cls.resource.key, own.ranges);
+    const rw = rewriteFor(cls.query, cls.resource.key, own.ranges, this.#opts.filtering ?? SHARDSELECTOR);
     if (!rw.ok) {
       this.#answeredEarly(cls.path, cls.query, req.headers.accept);
       sendStatus(res, rw.status, rw.message);
@@ -313,7 +320,7 @@ export class ShardProxy {
       return;
     }
     const qs = rw.query.toString();
-    const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), cls.resource.key, id);
+    const lineage = this.#lineages.get(lineageKey(cls.path, cls.query, req.headers.accept), id);
     req.url = qs === "" ? cls.path : `${cls.path}?${qs}`;
     if (cls.kind === "watch") lineage.watchAttempts++;
     let resumeEpoch: number | undefined;
@@ -356,7 +363,7 @@ export class ShardProxy {
       this.#lineages.touch(lineage);
     };
     res.on("close", landed);
-    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed, resumeEpoch, resumePoint });
+    this.#state.set(req, { kind: cls.kind, request: cls, ranges: rw.ranges, sentSelector: rw.sentSelector, objectKey: rw.objectKey, proxyFilters: rw.proxyFilters, generation: own.generation, epoch: this.#epoch, query: rw.query, lineage, landed, resumeEpoch, resumePoint });
     this.#sharded.web(req, res);
   };
 
@@ -435,11 +442,21 @@ export class ShardProxy {
 
   /**
    * Whether a watch of each resource recently passed an event whose shard
-   * key (uid or namespace, per the resource's key) is `key`. Remembers the
+   * key value (uid, namespace or owner uid, per the resource's key) is
+   * `key`; in labels mode, an event of that value's slot. Remembers the
    * last {@link RECENT_KEYS_PER_RESOURCE} events per resource.
    */
   delivered(key: string): Record<string, boolean> {
-    return Object.fromEntries([...this.#recent].map(([id, r]) => [id, r.has(key)]));
+    const point = recordedPoint(this.#opts.filtering ?? SHARDSELECTOR, key);
+    return Object.fromEntries([...this.#recent].map(([id, r]) => [id, point === undefined ? r.has(key) : r.hasHash(point.hi, point.lo)]));
+  }
+
+  /** Labels mode: an object without a readable slot label reached a filter and was dropped. Counted at once, not at the stream's end: it is in no cache. */
+  #unlabelled(id: string): (object: string) => void {
+    return (object) => {
+      this.#opts.metrics.unlabelled.inc({ resource: id });
+      this.#opts.logger.debug({ resource: id, object }, "dropped an object without a readable slot label");
+    };
   }
 
   #recentFor(id: string): RecentKeys {
@@ -664,7 +681,8 @@ export class ShardProxy {
     const id = resourceId(st.request.resource);
     const filterOpts = {
       matcher: new HashMatcher(st.ranges),
-      key: st.request.resource.key,
+      key: st.objectKey,
+      onUnlabelled: this.#unlabelled(id),
       ...(st.sentSelector === undefined ? {} : { sentSelector: st.sentSelector }),
       ...(this.#opts.maxItemBytes === undefined ? {} : { maxItemBytes: this.#opts.maxItemBytes }),
     };
@@ -675,7 +693,7 @@ export class ShardProxy {
       // delivered objects (fast path included). Without synthetic deletes,
       // ring mode still reads the list's resourceVersion (see consumeResume).
       sink = this.#opts.syntheticDeletes === true ? new ListSink(st.lineage, st.query.get("continue") ?? undefined) : new RvSink();
-      const tap = encoding === "json" ? createJsonListTap(sink) : createProtoListTap(sink);
+      const tap = encoding === "json" ? createJsonListTap(sink, st.objectKey) : createProtoListTap(sink, st.objectKey);
       filter.on("data", (b: Buffer) => tap.write(b));
     }
     const done = (err: Error | null | undefined): void => {
@@ -768,10 +786,11 @@ export class ShardProxy {
     }
     stats.itemsKept += s.kept;
     stats.itemsDropped += s.dropped;
-    stats.lastVerdict = s.serverFiltered;
+    const verdict: Verdict = st.proxyFilters ? "proxy" : s.serverFiltered;
+    stats.lastVerdict = verdict;
     m.items.inc({ resource: id, outcome: "kept" }, s.kept);
     m.items.inc({ resource: id, outcome: "dropped" }, s.dropped);
-    m.serverFiltered.inc({ resource: id, verdict: s.serverFiltered });
+    m.serverFiltered.inc({ resource: id, verdict });
     // The controller's cache is rebuilt from this list once it resumes
     // watching from it; the relist counts then (see #serveWatch).
     if (!st.query.has("continue")) {
@@ -802,10 +821,11 @@ export class ShardProxy {
     // The delivery tap runs inside the filter's push, so the index already
     // holds every event handed to the client when the ranges change.
     const sink = this.#opts.syntheticDeletes === true ? new WatchSink(st.lineage, watchList) : undefined;
-    const tap = sink === undefined ? undefined : encoding === "json" ? createJsonWatchTap(sink) : createProtoWatchTap(sink);
+    const tap = sink === undefined ? undefined : encoding === "json" ? createJsonWatchTap(sink, st.objectKey) : createProtoWatchTap(sink, st.objectKey);
     const filterOpts = {
       matcher: matcherFor(st.ranges),
-      key: st.request.resource.key,
+      key: st.objectKey,
+      onUnlabelled: this.#unlabelled(id),
       allowBookmarks: isTrue(q.get("allowWatchBookmarks")),
       initialEvents,
       ...(this.#opts.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: this.#opts.bookmarkIntervalMs }),

@@ -153,6 +153,11 @@ export class RingMember implements OwnershipSource {
     return this.#ownership;
   }
 
+  /** The ring's slot count once read (fixed for the member's life): what a labels-mode proxy's slots are of. */
+  get slotCount(): number | undefined {
+    return this.#slotCount;
+  }
+
   subscribe(listener: (next: Ownership, prev: Ownership) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);

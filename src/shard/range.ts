@@ -156,6 +156,15 @@ export class HashMatcher {
     return false;
   }
 
+  /**
+   * Tests the point `hi:lo` of a key read from an object (not a probe):
+   * the same answer as {@link matchesParts}, and the one hook a subclass
+   * may use to observe the keys of what it lets through.
+   */
+  matchesKey(hi: number, lo: number): boolean {
+    return this.matchesParts(hi, lo);
+  }
+
   /** Hashes `bytes[start, end)` with FNV-1a 64 and tests it. */
   matchesBytes(bytes: Uint8Array, start: number, end: number): boolean {
     fnv1a64Into(bytes, start, end, this.scratch);

@@ -7,14 +7,23 @@
 import { ConfigError, SelectorSyntaxError } from "../errors.ts";
 import { normalize, shardRange, type Range } from "./range.ts";
 import { parseSelector, type ShardKey } from "./selector.ts";
+import type { ResourceKey } from "./slots.ts";
 
 export interface ShardedResource {
   /** Plural resource name, e.g. `pods`. */
   readonly resource: string;
   /** API group; `""` for the core group. */
   readonly group: string;
-  readonly key: ShardKey;
+  /** What an object is hashed by; `owner` follows its controller ownerReference (slots.ts `keyValue`). */
+  readonly key: ResourceKey;
 }
+
+/**
+ * How the apiserver is asked to filter: `shardselector` (KEP-5866, needs the
+ * ShardedListAndWatch gate for uid and namespace keys) or `labels` (a slot
+ * label selector, honoured by every apiserver; needs every object labelled).
+ */
+export type FilterMode = "shardselector" | "labels";
 
 export type ShardSpec =
   | { readonly mode: "ring" }
@@ -28,7 +37,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const MAX_SHARDS = 4096;
 
 /**
- * Parses `pods, configmaps=namespace, releases.convoy.kumodo.io`.
+ * Parses `pods, configmaps=namespace, deployments.apps=owner, releases.convoy.kumodo.io`.
  * Throws {@link ConfigError} naming `flag` and the offending entry.
  */
 export function parseResources(value: string, flag = "--resources"): ShardedResource[] {
@@ -43,7 +52,7 @@ export function parseResources(value: string, flag = "--resources"): ShardedReso
     if (entry === "") fail("empty entry (doubled or trailing comma)");
     const [name, key = "uid", ...rest] = entry.split("=").map((s) => s.trim());
     if (rest.length > 0) fail(`entry ${JSON.stringify(entry)} has more than one '='`);
-    if (key !== "uid" && key !== "namespace") fail(`entry ${JSON.stringify(entry)}: key must be uid or namespace, got ${JSON.stringify(key)}`);
+    if (key !== "uid" && key !== "namespace" && key !== "owner") fail(`entry ${JSON.stringify(entry)}: key must be uid, namespace or owner, got ${JSON.stringify(key)}`);
     const [resource = "", ...groupParts] = (name ?? "").split(".");
     const group = groupParts.join(".");
     if (!DNS_LABEL.test(resource)) fail(`entry ${JSON.stringify(entry)}: ${JSON.stringify(resource)} is not a lowercase plural resource name`);
@@ -51,9 +60,16 @@ export function parseResources(value: string, flag = "--resources"): ShardedReso
     const id = `${resource}.${group}`;
     if (seen.has(id)) fail(`${JSON.stringify(name)} is listed twice`);
     seen.add(id);
-    out.push({ resource, group, key: key as ShardKey });
+    out.push({ resource, group, key: key as ResourceKey });
   }
   return out;
+}
+
+/** Parses `shardselector` or `labels`. Throws {@link ConfigError} naming `flag` and the value. */
+export function parseFilterMode(value: string, flag = "--filter"): FilterMode {
+  const v = value.trim();
+  if (v === "shardselector" || v === "labels") return v;
+  throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected shardselector or labels`);
 }
 
 /**
@@ -124,4 +140,21 @@ export function shardIdentity(spec: ShardSpec, podName?: string): string | undef
     default:
       return undefined;
   }
+}
+
+// A label key: an optional DNS-subdomain prefix and `/`, then a name of at
+// most 63 characters (alphanumerics, '-', '_', '.', alphanumeric at both ends).
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Parses an explicit slot label key (`--slot-label`). Throws {@link ConfigError} naming `flag` and the value. */
+export function parseLabelKey(value: string, flag = "--slot-label"): string {
+  const slash = value.lastIndexOf("/");
+  const prefix = slash < 0 ? undefined : value.slice(0, slash);
+  const name = slash < 0 ? value : value.slice(slash + 1);
+  const prefixOk = prefix === undefined || (prefix.length <= 253 && DNS_SUBDOMAIN.test(prefix));
+  if (!prefixOk || !LABEL_NAME.test(name)) {
+    throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: need a label key, [prefix/]name, with a DNS-subdomain prefix and a name of at most 63 alphanumerics, '-', '_' or '.'`);
+  }
+  return value;
 }

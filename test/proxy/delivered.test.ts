@@ -5,13 +5,19 @@
  */
 import t from "tap";
 import { IDLE_INDEX_MS, Lineage, Lineages, lineageKey, ListSink, WatchSink } from "../../src/proxy/delivered.ts";
+import type { DeliveredObject } from "../../src/proxy/scan/tap.ts";
+import { rng } from "../support/rng.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";
 
-const pod = (name: string, namespace = "ns", uid = `uid-${name}`) => ({ name, namespace, uid });
+/** A delivered pod keyed by `key` (its uid unless given), as a tap reports it. */
+function pod(name: string, namespace = "ns", uid = `uid-${name}`, key = uid): DeliveredObject {
+  const h = fnv1a64(key);
+  return { name, namespace, uid, keyHi: Number(h >> 32n), keyLo: Number(h & 0xffffffffn) };
+}
 
 t.test("a lineage is trusted only after a complete snapshot, which sweeps what it did not deliver", async (t) => {
-  const l = new Lineage("k", "uid", "pods", 0);
+  const l = new Lineage("k", "pods", 0);
   l.upsert(pod("old"));
   t.notOk(l.complete, "objects delivered before any snapshot: caches may hold more");
   const list = new ListSink(l, undefined);
@@ -28,7 +34,7 @@ t.test("a lineage is trusted only after a complete snapshot, which sweeps what i
 });
 
 t.test("paginated lists: the snapshot completes with the last page of the same chain", async (t) => {
-  const l = new Lineage("k", "uid", "pods", 0);
+  const l = new Lineage("k", "pods", 0);
   l.upsert(pod("stale"));
   const p1 = new ListSink(l, undefined);
   p1.upsert(pod("a"));
@@ -47,7 +53,7 @@ t.test("paginated lists: the snapshot completes with the last page of the same c
 });
 
 t.test("a watch-list is a snapshot; an unreadable stream makes the index untrusted", async (t) => {
-  const l = new Lineage("k", "uid", "pods", 0);
+  const l = new Lineage("k", "pods", 0);
   l.upsert(pod("stale"));
   const w = new WatchSink(l, true);
   // The proxy counts the watch open right after making its sink.
@@ -64,18 +70,28 @@ t.test("a watch-list is a snapshot; an unreadable stream makes the index untrust
   t.equal(l.size, 0, "an unreadable tap feeds nothing more");
 });
 
-t.test("leaving(): the objects whose shard key is outside the ranges, by uid or by namespace", async (t) => {
-  const byUid = new Lineage("k", "uid", "pods", 0);
-  const byNs = new Lineage("k", "namespace", "pods", 0);
-  const objs = Array.from({ length: 200 }, (_, i) => pod(`p${i}`, `ns${i % 7}`, `uid-${i}`));
+t.test("leaving(): the objects whose delivered key (uid, namespace, owner or slot) is outside the ranges", async (t) => {
+  const byUid = new Lineage("k", "pods", 0);
+  const byNs = new Lineage("k", "pods", 0);
+  const random = rng(7);
+  const hex = (): string => Math.floor(random() * 2 ** 32).toString(16).padStart(8, "0");
+  // Uids as random as a server's: sequential strings share FNV-1a's high bits.
+  const objs = Array.from({ length: 200 }, (_, i) => ({ name: `p${i}`, namespace: `ns${i % 7}`, uid: `${hex()}-${hex()}` }));
   for (const o of objs) {
-    byUid.upsert(o);
-    byNs.upsert(o);
+    byUid.upsert(pod(o.name, o.namespace, o.uid));
+    byNs.upsert(pod(o.name, o.namespace, o.uid, o.namespace));
   }
   const r = [shardRange(1, 3)];
+  t.ok(objs.some((o) => contains(r, fnv1a64(o.uid))) && objs.some((o) => !contains(r, fnv1a64(o.uid))), "premise: objects on both sides of the ranges");
   t.same(byUid.leaving(r).map((o) => o.name).sort(), objs.filter((o) => !contains(r, fnv1a64(o.uid))).map((o) => o.name).sort());
   t.same(byNs.leaving(r).map((o) => o.name).sort(), objs.filter((o) => !contains(r, fnv1a64(o.namespace))).map((o) => o.name).sort());
   t.same(byUid.leaving([FULL_RANGE]), [], "nothing leaves the whole keyspace");
+  // An owner key moves with the controller reference: the latest delivery counts.
+  const moved = objs.find((o) => contains(r, fnv1a64(o.uid)));
+  const away = objs.find((o) => !contains(r, fnv1a64(o.uid)));
+  if (moved === undefined || away === undefined) return t.fail("premise: objects on both sides");
+  byUid.upsert(pod(moved.name, moved.namespace, moved.uid, away.uid));
+  t.ok(byUid.leaving(r).some((o) => o.name === moved.name), "re-delivered under a key outside the ranges: it leaves");
 });
 
 t.test("lineage keys: path, selectors and the as= transform; idle indexes are dropped", async (t) => {
@@ -85,18 +101,18 @@ t.test("lineage keys: path, selectors and the as= transform; idle indexes are dr
   t.not(lineageKey("/api/v1/pods", q(""), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), lineageKey("/api/v1/pods", q(""), "application/json"), "a metadata-only informer is another cache");
   let now = 0;
   const ls = new Lineages(() => now);
-  const l = ls.get("a", "uid", "pods");
+  const l = ls.get("a", "pods");
   new ListSink(l, undefined).finish();
   l.upsert(pod("x"));
   t.ok(l.complete);
   now = IDLE_INDEX_MS + 120_000;
-  ls.get("b", "uid", "pods");
+  ls.get("b", "pods");
   t.notOk(l.complete, "idle for too long: dropped, so the next narrowing relists");
   t.equal(ls.indexed(), 0);
 });
 
 t.test("a snapshot another watch of the lineage overlapped only adds: it may be older than what that watch delivered", async (t) => {
-  const l = new Lineage("k", "uid", "pods", 0);
+  const l = new Lineage("k", "pods", 0);
   new ListSink(l, undefined).finish();
   t.ok(l.complete, "the informer's own first LIST");
   l.openWatches = 1;

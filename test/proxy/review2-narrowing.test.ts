@@ -207,13 +207,13 @@ t.test("S9: with every remembered lineage busy, a new lineage is dropped as soon
   const ls = new Lineages(() => 1000);
   // A controller with more than MAX_LINEAGES caches open (per-namespace
   // informers over many namespaces), every one of them watching.
-  for (let i = 0; i < MAX_LINEAGES; i++) ls.get(`ns-${i}`, "uid", "pods").openWatches = 1;
+  for (let i = 0; i < MAX_LINEAGES; i++) ls.get(`ns-${i}`, "pods").openWatches = 1;
   const key = "ns-new";
-  const listed = ls.get(key, "uid", "pods");
+  const listed = ls.get(key, "pods");
   listed.inflight++; // what ShardProxy.handle does right after get()
   listed.listEpoch = 3; // its LIST is served under epoch 3
   listed.rememberList("10", 3);
   listed.inflight--;
-  const resumed = ls.get(key, "uid", "pods"); // its WATCH resuming from RV 10
+  const resumed = ls.get(key, "pods"); // its WATCH resuming from RV 10
   t.equal(resumed.consumeResume("10").epoch, 3, "the WATCH finds the epoch of the LIST it resumes from (undefined means 410 in ring mode, every time)");
 });

@@ -9,10 +9,13 @@ import type { ReadinessCheck } from "../../proxy/admin.ts";
 import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import type { InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
+import type { ProxyFiltering } from "../../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
 import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
-import { parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
+import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
+import { parseFilterMode, parseLabelKey, parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
+import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../../shard/table.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
 
@@ -89,10 +92,18 @@ to every LIST and WATCH of the sharded resources, and filters list items and
 watch events itself whenever the apiserver did not.
 
 Flags:
-  --resources LIST        sharded resources and keys (required),
-                          e.g. "pods, configmaps=namespace, releases.convoy.kumodo.io"
+  --resources LIST        sharded resources and keys (required), key uid (default),
+                          namespace or owner (the controller ownerReference's uid),
+                          e.g. "widgets.example.com, configmaps=owner, pods=namespace"
   --shards SPEC           i/N, ordinal/N, a shardRange(...) selector, or ring (default ring)
-  --ring NAME             ring mode: the ShardRing this pod joins
+  --ring NAME             ring mode: the ShardRing this pod joins; labels mode: names
+                          the slot label shard.shardcar.io/NAME
+  --filter MODE           how the apiserver is asked to filter: shardselector (default;
+                          KEP-5866, needs the ShardedListAndWatch gate; owner keys are
+                          filtered by the proxy) or labels (the slot label, any version)
+  --slot-label KEY        labels mode: the slot label key instead of shard.shardcar.io/<ring>
+  --slot-count N          labels mode with static shards: slots the keyspace is cut into
+                          (default 256; a ring's count comes from its ShardRing)
   --handoff MODE          ring mode: overlap (default; duplicates, never gaps) or exclusive
   --pod-namespace NS      default $POD_NAMESPACE (ring mode: where the Lease and ShardRing live)
   --fallback MODE         filter (default) or fail: answer 503 when the server did not filter
@@ -157,6 +168,9 @@ Examples:
       handoff: { type: "string" },
       "leader-election": { type: "string" },
       "pod-namespace": { type: "string" },
+      filter: { type: "string" },
+      "slot-label": { type: "string" },
+      "slot-count": { type: "string" },
     });
     if (values.help) {
       io.stdout.write(this.usage);
@@ -198,7 +212,29 @@ Examples:
             ? { kind: "in-cluster", saDir: realSaDir, flag: "--real-sa-dir" }
             : { kind: "default-chain" };
     const upstream = await sidecarUpstream(sidecar, { env: io.env, server: values.server, caFile: values["certificate-authority"] });
-    const ranges = staticRanges(spec, podName);
+    const filterMode = parseFilterMode(values.filter ?? "shardselector", "--filter");
+    if (filterMode === "shardselector" && fallback === "fail") {
+      const owned = resources.filter((r) => r.key === "owner").map((r) => r.resource);
+      if (owned.length > 0) {
+        throw new UsageError("--fallback", `--fallback fail cannot hold with owner keys in shardselector mode (${owned.join(", ")}): no shardSelector can hash an ownerReference, so the server never filters them; use --filter labels or --fallback filter`);
+      }
+    }
+    if (filterMode === "shardselector" && (values["slot-label"] !== undefined || values["slot-count"] !== undefined)) {
+      throw new UsageError("--filter", "--slot-label and --slot-count need --filter labels");
+    }
+    if (spec.mode === "ring" && values["slot-count"] !== undefined) {
+      throw new UsageError("--slot-count", "--slot-count is for static shards; a ring's slot count comes from its ShardRing");
+    }
+    const staticSlotCount = intFlag("--slot-count", values["slot-count"], DEFAULT_SLOT_COUNT, 1, MAX_SLOT_COUNT);
+    let labelKey: string | undefined;
+    if (filterMode === "labels") {
+      if (values["slot-label"] !== undefined) labelKey = parseLabelKey(values["slot-label"], "--slot-label");
+      else if (values.ring === undefined || values.ring === "") throw new UsageError("--ring", "--filter labels needs --ring NAME (the slot label is shard.shardcar.io/NAME) or --slot-label KEY");
+      else labelKey = slotLabelKey(values.ring);
+    }
+    const given = staticRanges(spec, podName);
+    // Labels mode enforces whole slots: a static i/N whose bounds cut slots becomes its slot-aligned neighbour.
+    const ranges = given === undefined || labelKey === undefined ? given : slotAlignedRanges(given, staticSlotCount);
     let member: RingMember | undefined;
     let ownership: OwnershipSource;
     if (ranges === undefined) {
@@ -226,6 +262,9 @@ Examples:
     } else {
       ownership = new StaticOwnership(ranges);
     }
+    const ringMember = member;
+    const filtering: ProxyFiltering =
+      labelKey === undefined ? { mode: "shardselector" } : { mode: "labels", labelKey, slotCount: ringMember === undefined ? () => staticSlotCount : () => ringMember.slotCount };
     const lockSpec = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
     const identity = shardIdentity(spec, podName) ?? podName;
     if (lockSpec !== undefined && identity === undefined) {
@@ -272,6 +311,7 @@ Examples:
       resources,
       ownership,
       fallback,
+      filtering,
       logger,
       readiness,
       registry,
@@ -283,7 +323,7 @@ Examples:
       waitForRangesMs: member === undefined ? 0 : waitForRangesMs,
       maxItemBytes,
     });
-    logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => r.resource) }, "proxy ready");
+    logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => `${r.resource}=${r.key}`), filter: filterMode, ...(labelKey === undefined ? {} : { slotLabel: labelKey }) }, "proxy ready");
     io.stdout.write(`shardcar proxy listening on ${running.url}\n`);
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
     // Leave the ring first: ranges are handed over while the proxy still serves.

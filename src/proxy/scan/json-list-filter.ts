@@ -10,10 +10,11 @@
  * - Typed lists put `metadata` before `items`. When
  *   `metadata.shardInfo.selector` equals the selector sent, the rest of the
  *   body goes through untouched and unscanned (the fast path).
- * - Otherwise each item is held from its first byte until its
- *   `metadata.uid`/`metadata.namespace` is read, then either released and
- *   streamed (in range) or skipped to its end. Memory is bounded by the
- *   largest item prefix up to that key, never by the list.
+ * - Otherwise each item is held from its first byte until its key is known
+ *   (object-key.ts: its uid or namespace, its controller ownerReference, or
+ *   its slot label), then either released and streamed (in range) or
+ *   skipped to its end. Memory is bounded by the largest item prefix up to
+ *   that point (at worst its whole metadata), never by the list.
  * - Separators: each item is held together with the comma before it, and
  *   that comma goes out only if another item was kept before it, so dropping
  *   the first items still yields valid JSON. Reusing the input's own comma
@@ -25,7 +26,7 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import type { ShardKey } from "../../shard/selector.ts";
+import { JsonKeyReader, jsonKeyPaths, pathsPerKey } from "./json-key.ts";
 import {
   coalesce,
   compilePaths,
@@ -38,6 +39,7 @@ import {
   type ScanSink,
   type ValueKind,
 } from "./json-scanner.ts";
+import { countsUnkeyed, KEY_EMPTY, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import type { ListFilterStats } from "./stats.ts";
 
 export type { ListFilterStats } from "./stats.ts";
@@ -45,8 +47,10 @@ export type { ListFilterStats } from "./stats.ts";
 export interface ListFilterOptions {
   /** The replica's ranges. */
   readonly matcher: HashMatcher;
-  /** Hash `metadata.uid` or `metadata.namespace`. */
-  readonly key: ShardKey;
+  /** What places an item in the keyspace (object-key.ts). */
+  readonly key: ObjectKey;
+  /** Labels mode: an item without a readable slot label was dropped; `object` is its `namespace/name`. */
+  readonly onUnlabelled?: (object: string) => void;
   /** The exact selector the proxy sent upstream; a `shardInfo.selector` equal to it selects the fast path. */
   readonly sentSelector?: string;
   /** Largest item (or list head) accepted; larger fails with `SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE`. Default {@link DEFAULT_MAX_ITEM_BYTES}. */
@@ -73,13 +77,14 @@ const KIND = 5;
 const ITEMS = 6;
 const ITEM = 7;
 const ITEM_META = 8;
-const ITEM_KEY = 9;
+/** The key reader's ids start here (json-key.ts). */
+const KEY_BASE = 32;
 
 /** Depth of an item's container (the `items` or `rows` array); items open one deeper. */
 const ITEMS_DEPTH = 2;
 
-function listPaths(key: ShardKey): PathNode {
-  const itemMeta = { id: ITEM_META, keys: { [key]: { id: ITEM_KEY } } };
+function listPaths(key: ObjectKey): PathNode {
+  const itemMeta = { id: ITEM_META, keys: jsonKeyPaths(key, KEY_BASE) };
   return compilePaths({
     id: ROOT,
     keys: {
@@ -93,8 +98,7 @@ function listPaths(key: ShardKey): PathNode {
   });
 }
 
-/** Compiled once per key: immutable, and compiling costs more than a whole small list. */
-const LIST_PATHS: Readonly<Record<ShardKey, PathNode>> = { uid: listPaths("uid"), namespace: listPaths("namespace") };
+const LIST_PATHS = pathsPerKey(listPaths);
 
 const EMIT = 0;
 const HOLD = 1;
@@ -117,9 +121,13 @@ class ListFilterEngine implements ScanSink {
   readonly stats: ListFilterStats = { path: "filter", serverFiltered: "inferred", items: 0, kept: 0, dropped: 0, bytesIn: 0, bytesOut: 0 };
   /** Items dropped because no key could be read (counted in `dropped` too). */
   unkeyed = 0;
+  /** Labels mode: items dropped for a missing or malformed slot label (in `dropped` too). */
+  unlabelled = 0;
 
   private readonly matcher: HashMatcher;
-  private readonly key: ShardKey;
+  private readonly key: ObjectKey;
+  private readonly reader: JsonKeyReader;
+  private readonly onUnlabelled: ((object: string) => void) | undefined;
   private readonly sentSelector: string | undefined;
   private readonly maxItemBytes: number;
   private readonly scanner: JsonScanner;
@@ -148,13 +156,16 @@ class ListFilterEngine implements ScanSink {
   private heldComma = false;
   private itemStart = -1;
   private itemDecision = UNDECIDED;
+  private itemMetaOpen = false;
 
   constructor(opts: ListFilterOptions) {
     this.matcher = opts.matcher;
     this.key = opts.key;
+    this.reader = new JsonKeyReader(opts.key, KEY_BASE);
+    this.onUnlabelled = opts.onUnlabelled;
     this.sentSelector = opts.sentSelector;
     this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
-    this.scanner = new JsonScanner(LIST_PATHS[opts.key], this, {
+    this.scanner = new JsonScanner(LIST_PATHS(opts.key), this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxItemBytes,
       multi: false,
@@ -241,6 +252,10 @@ class ListFilterEngine implements ScanSink {
   // -- ScanSink --------------------------------------------------------------
 
   enter(id: number, pos: number, kind: ValueKind): void {
+    if (this.reader.owns(id)) {
+      if (this.reader.enter(id, kind)) this.decideKey(pos);
+      return;
+    }
     switch (id) {
       case META:
         if (kind !== KIND_OBJECT) return;
@@ -267,6 +282,12 @@ class ListFilterEngine implements ScanSink {
         this.stats.items++;
         this.itemStart = pos;
         this.itemDecision = UNDECIDED;
+        this.itemMetaOpen = false;
+        return;
+      case ITEM_META:
+        if (this.itemStart < 0 || kind !== KIND_OBJECT) return;
+        this.itemMetaOpen = true;
+        this.reader.begin();
         return;
       default:
         return;
@@ -274,12 +295,11 @@ class ListFilterEngine implements ScanSink {
   }
 
   string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void {
+    if (this.reader.owns(id)) {
+      if (this.reader.string(id, buf, start, end, escaped)) this.decideKey(after);
+      return;
+    }
     switch (id) {
-      case ITEM_KEY:
-        if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {
-          this.decide(escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end), after);
-        }
-        return;
       case SELECTOR:
         this.selector = decodeJsonString(buf, start, end, escaped);
         return;
@@ -300,6 +320,10 @@ class ListFilterEngine implements ScanSink {
   }
 
   leave(id: number, end: number): void {
+    if (this.reader.owns(id)) {
+      if (this.reader.leave(id)) this.decideKey(end);
+      return;
+    }
     switch (id) {
       case REMAINING:
         if (!this.metaOpen) return;
@@ -311,14 +335,15 @@ class ListFilterEngine implements ScanSink {
         if (this.metaOpen) this.leaveMeta(end);
         return;
       case ITEM_META:
-        if (this.itemDecision === UNDECIDED && this.itemStart >= 0) {
-          // No key: hashed as "", as the server does (its GetUID() and
-          // GetNamespace() of such an object are ""), and as the protobuf
-          // filter does. A cluster-scoped object under namespace keying is
-          // the usual case; an object without a uid is counted.
-          if (this.key === "uid") this.unkeyed++;
-          this.decide(this.matcher.matchesBytes(EMPTY, 0, 0), end);
-        }
+        if (!this.itemMetaOpen) return;
+        this.itemMetaOpen = false;
+        // No key: hashed as "", as the server does (its GetUID() and
+        // GetNamespace() of such an object are ""), and as the protobuf
+        // filter does. A cluster-scoped object under namespace keying is
+        // the usual case; an object without a uid is counted. In labels
+        // mode a missing slot label is in no shard.
+        this.reader.finish();
+        this.decideKey(end);
         return;
       case ITEM:
         if (this.itemStart >= 0) this.leaveItem(end);
@@ -399,6 +424,17 @@ class ListFilterEngine implements ScanSink {
     this.heldBytes = head.length + tail.length;
   }
 
+  /** The reader has the current item's key: keep or drop the item from `pos`. */
+  private decideKey(pos: number): void {
+    if (this.itemDecision !== UNDECIDED || this.itemStart < 0) return;
+    const r = this.reader.result;
+    if (r.state === KEY_UNLABELLED) {
+      this.unlabelled++;
+      this.onUnlabelled?.(this.reader.describe());
+    } else if (r.state === KEY_EMPTY && countsUnkeyed(this.key)) this.unkeyed++;
+    this.decide(r.inRange(this.matcher), pos);
+  }
+
   private decide(keep: boolean, pos: number): void {
     this.scanner.untrackBelow(ITEMS_DEPTH);
     if (keep) {
@@ -443,8 +479,6 @@ class ListFilterEngine implements ScanSink {
   }
 }
 
-const EMPTY = new Uint8Array(0);
-
 class JsonListFilter extends Transform {
   readonly #engine: ListFilterEngine;
 
@@ -460,6 +494,11 @@ class JsonListFilter extends Transform {
   /** Items dropped because they had no key to hash (included in `stats.dropped`). */
   get unkeyed(): number {
     return this.#engine.unkeyed;
+  }
+
+  /** Labels mode: items dropped for a missing or malformed slot label (included in `stats.dropped`). */
+  get unlabelled(): number {
+    return this.#engine.unlabelled;
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -508,15 +547,16 @@ class JsonListFilter extends Transform {
  *   prefix of the output has been pushed, never the top-level closing brace,
  *   so the client cannot mistake it for a shorter list; the caller must abort
  *   the client response rather than end it.
- * - Items without the key: with `key: "uid"` an item with no `metadata.uid`
- *   is dropped (no range can contain it) and counted in `dropped` and
- *   `unkeyed`; with `key: "namespace"` a missing namespace is a
- *   cluster-scoped object and hashes as `""`, as on the server.
+ * - Items without the key hash as `""`, as on the server: with `uid` or
+ *   `owner` keys such an item (no uid) is counted in `unkeyed`; with
+ *   `namespace` it is a cluster-scoped object. An item with no metadata is
+ *   dropped and counted in `unkeyed`. In labels mode an item without a
+ *   readable slot label is dropped and counted in `unlabelled`.
  * - On the fast path nothing after the list metadata is scanned, so
  *   `items`, `kept` and `dropped` stay 0 there.
  *
  * One filter per body; never reused. Never blocks; throws nothing itself.
  */
-export function createJsonListFilter(opts: ListFilterOptions): Transform & { readonly stats: ListFilterStats; readonly unkeyed: number } {
+export function createJsonListFilter(opts: ListFilterOptions): Transform & { readonly stats: ListFilterStats; readonly unkeyed: number; readonly unlabelled: number } {
   return new JsonListFilter(opts);
 }

@@ -6,7 +6,9 @@
  * tap.
  */
 import { ScanError } from "../../errors.ts";
-import { compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_NULL, KIND_OBJECT, type ScanSink, type ValueKind } from "./json-scanner.ts";
+import { jsonIdentityIds, JsonKeyReader, jsonKeyPaths, pathsPerKey } from "./json-key.ts";
+import { compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_NULL, KIND_OBJECT, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
+import { KEY_PENDING, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { itemKind, type Tap, type TapSink } from "./tap.ts";
 
 const MAX_TOKEN_BYTES = 16 * 1024 * 1024;
@@ -18,46 +20,54 @@ const L_API_VERSION = 3;
 const L_CONTINUE = 5;
 const L_RV = 6;
 const L_ITEM = 7;
-const L_NAME = 9;
-const L_NAMESPACE = 10;
-const L_UID = 11;
+const L_META = 8;
 const L_ROWS = 12;
+/** The key reader's ids (json-key.ts); the identity (name, namespace, uid) is read through them too. */
+const KEY_BASE = 32;
+const ID = jsonIdentityIds(KEY_BASE);
 
-const LIST_PATHS = compilePaths({
-  id: L_ROOT,
-  keys: {
-    kind: { id: L_KIND },
-    apiVersion: { id: L_API_VERSION },
-    metadata: { keys: { continue: { id: L_CONTINUE }, resourceVersion: { id: L_RV } } },
-    items: { element: { id: L_ITEM, keys: { metadata: { keys: { name: { id: L_NAME }, namespace: { id: L_NAMESPACE }, uid: { id: L_UID } } } } } },
-    // A Table's rows are not cached objects: nothing to index.
-    rows: { id: L_ROWS },
-  },
-});
+/** An object's `metadata` members: its key's, and the identity an informer keys it by. */
+function metaKeys(key: ObjectKey): ReturnType<typeof jsonKeyPaths> {
+  return { ...jsonKeyPaths(key, KEY_BASE), name: { id: ID.name }, namespace: { id: ID.namespace }, uid: { id: ID.uid } };
+}
+
+const LIST_PATHS = pathsPerKey((key) =>
+  compilePaths({
+    id: L_ROOT,
+    keys: {
+      kind: { id: L_KIND },
+      apiVersion: { id: L_API_VERSION },
+      metadata: { keys: { continue: { id: L_CONTINUE }, resourceVersion: { id: L_RV } } },
+      items: { element: { id: L_ITEM, keys: { metadata: { id: L_META, keys: metaKeys(key) } } } },
+      // A Table's rows are not cached objects: nothing to index.
+      rows: { id: L_ROWS },
+    },
+  }),
+);
 
 // Watch node ids.
 const W_EVENT = 1;
 const W_TYPE = 2;
 const W_KIND = 4;
 const W_API_VERSION = 5;
-const W_NAME = 7;
-const W_NAMESPACE = 8;
-const W_UID = 9;
+const W_META = 6;
 const W_RV = 10;
 
-const WATCH_PATHS = compilePaths({
-  id: W_EVENT,
-  keys: {
-    type: { id: W_TYPE },
-    object: {
-      keys: {
-        kind: { id: W_KIND },
-        apiVersion: { id: W_API_VERSION },
-        metadata: { keys: { name: { id: W_NAME }, namespace: { id: W_NAMESPACE }, uid: { id: W_UID }, resourceVersion: { id: W_RV } } },
+const WATCH_PATHS = pathsPerKey((key) =>
+  compilePaths({
+    id: W_EVENT,
+    keys: {
+      type: { id: W_TYPE },
+      object: {
+        keys: {
+          kind: { id: W_KIND },
+          apiVersion: { id: W_API_VERSION },
+          metadata: { id: W_META, keys: { ...metaKeys(key), resourceVersion: { id: W_RV } } },
+        },
       },
     },
-  },
-});
+  }),
+);
 
 /** The identity fields of one object, reset per item or event. */
 class Identity {
@@ -74,13 +84,41 @@ class Identity {
 abstract class JsonTap implements Tap, ScanSink {
   protected readonly sink: TapSink;
   protected readonly id = new Identity();
+  protected readonly key: JsonKeyReader;
   #scanner: JsonScanner;
   #base = 0;
   #dead = false;
 
-  constructor(sink: TapSink, multi: boolean, paths: typeof LIST_PATHS) {
+  constructor(sink: TapSink, multi: boolean, paths: PathNode, key: ObjectKey) {
     this.sink = sink;
+    this.key = new JsonKeyReader(key, KEY_BASE);
     this.#scanner = new JsonScanner(paths, this, { maxDepth: DEFAULT_MAX_DEPTH, maxTokenBytes: MAX_TOKEN_BYTES, multi });
+  }
+
+  /** Metadata opened (`begin`) or closed (`finish`): the key reader follows. */
+  protected meta(open: boolean, kind: ValueKind): void {
+    if (!open) this.key.finish();
+    else if (kind === KIND_OBJECT) this.key.begin();
+  }
+
+  /** The current object's key, or undefined (and the tap gives up) when it has none the filter could have delivered. */
+  protected delivered(name: string): { name: string; namespace: string; uid: string; keyHi: number; keyLo: number } | undefined {
+    const k = this.key.result;
+    if (k.state === KEY_PENDING || k.state === KEY_UNLABELLED) {
+      this.giveUp(`delivered object ${JSON.stringify(name)} without a key this proxy could have kept`);
+      return undefined;
+    }
+    return { name, namespace: this.id.namespace, uid: this.id.uid, keyHi: k.hi, keyLo: k.lo };
+  }
+
+  /** Identity members and key members, both read through the key reader's ids. */
+  protected keyString(id: number, buf: Buffer, start: number, end: number, escaped: boolean): boolean {
+    if (!this.key.owns(id)) return false;
+    this.key.string(id, buf, start, end, escaped);
+    if (id === ID.name) this.id.name = decodeJsonString(buf, start, end, escaped);
+    else if (id === ID.namespace) this.id.namespace = decodeJsonString(buf, start, end, escaped);
+    else if (id === ID.uid) this.id.uid = decodeJsonString(buf, start, end, escaped);
+    return true;
   }
 
   write(chunk: Buffer): void {
@@ -116,27 +154,32 @@ class JsonListTap extends JsonTap {
   #kind: string | undefined;
   #apiVersion: string | undefined;
 
-  constructor(sink: TapSink) {
-    super(sink, false, LIST_PATHS);
+  constructor(sink: TapSink, key: ObjectKey) {
+    super(sink, false, LIST_PATHS(key), key);
   }
 
   enter(id: number, _pos: number, kind: ValueKind): void {
-    if (id === L_ITEM) this.id.reset();
+    if (this.key.owns(id)) this.key.enter(id, kind);
+    else if (id === L_ITEM) this.id.reset();
+    else if (id === L_META) this.meta(true, kind);
     else if (id === L_ROWS && kind !== KIND_NULL) this.giveUp("a Table list: its rows are not cached objects");
   }
 
   leave(id: number): void {
     if (this.dead) return;
-    if (id === L_ITEM) {
-      const { name, namespace, uid } = this.id;
-      if (name !== undefined) this.sink.upsert({ name, namespace, uid });
+    if (this.key.owns(id)) this.key.leave(id);
+    else if (id === L_META) this.meta(false, KIND_OBJECT);
+    else if (id === L_ITEM) {
+      const name = this.id.name;
+      const obj = name === undefined ? undefined : this.delivered(name);
+      if (obj !== undefined) this.sink.upsert(obj);
     } else if (id === L_ROOT && this.#kind !== undefined && this.#apiVersion !== undefined) {
       this.sink.typeMeta(this.#apiVersion, itemKind(this.#kind));
     }
   }
 
   string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
-    if (this.dead) return;
+    if (this.dead || this.keyString(id, buf, start, end, escaped)) return;
     const v = (): string => decodeJsonString(buf, start, end, escaped);
     switch (id) {
       case L_KIND:
@@ -153,15 +196,6 @@ class JsonListTap extends JsonTap {
         if (token !== "") this.sink.continueToken(token);
         return;
       }
-      case L_NAME:
-        this.id.name = v();
-        return;
-      case L_NAMESPACE:
-        this.id.namespace = v();
-        return;
-      case L_UID:
-        this.id.uid = v();
-        return;
       default:
         return;
     }
@@ -174,11 +208,13 @@ class JsonWatchTap extends JsonTap {
   #apiVersion: string | undefined;
   #rv: string | undefined;
 
-  constructor(sink: TapSink) {
-    super(sink, true, WATCH_PATHS);
+  constructor(sink: TapSink, key: ObjectKey) {
+    super(sink, true, WATCH_PATHS(key), key);
   }
 
   enter(id: number, _pos: number, kind: ValueKind): void {
+    if (this.key.owns(id)) this.key.enter(id, kind);
+    else if (id === W_META) this.meta(true, kind);
     if (id !== W_EVENT) return;
     this.id.reset();
     this.#type = this.#kind = this.#apiVersion = this.#rv = undefined;
@@ -186,14 +222,21 @@ class JsonWatchTap extends JsonTap {
   }
 
   leave(id: number): void {
-    if (id !== W_EVENT || this.dead) return;
+    if (this.dead) return;
+    if (this.key.owns(id)) this.key.leave(id);
+    else if (id === W_META) this.meta(false, KIND_OBJECT);
+    if (id !== W_EVENT) return;
     const type = this.#type;
     if (type === "ERROR") return;
     if (type === "ADDED" || type === "MODIFIED" || type === "DELETED") {
-      const { name, namespace, uid } = this.id;
+      const name = this.id.name;
       if (name === undefined) return this.giveUp(`a ${type} event without metadata.name`);
-      if (type === "DELETED") this.sink.remove(namespace, name);
-      else this.sink.upsert({ name, namespace, uid });
+      if (type === "DELETED") this.sink.remove(this.id.namespace, name);
+      else {
+        const obj = this.delivered(name);
+        if (obj === undefined) return;
+        this.sink.upsert(obj);
+      }
       if (this.#kind !== undefined && this.#apiVersion !== undefined && this.#kind !== "Table") this.sink.typeMeta(this.#apiVersion, this.#kind);
       else if (this.#kind === "Table") return this.giveUp("a Table watch: its rows are not cached objects");
     }
@@ -201,7 +244,7 @@ class JsonWatchTap extends JsonTap {
   }
 
   string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
-    if (this.dead) return;
+    if (this.dead || this.keyString(id, buf, start, end, escaped)) return;
     const v = (): string => decodeJsonString(buf, start, end, escaped);
     switch (id) {
       case W_TYPE:
@@ -213,15 +256,6 @@ class JsonWatchTap extends JsonTap {
       case W_API_VERSION:
         this.#apiVersion = v();
         return;
-      case W_NAME:
-        this.id.name = v();
-        return;
-      case W_NAMESPACE:
-        this.id.namespace = v();
-        return;
-      case W_UID:
-        this.id.uid = v();
-        return;
       case W_RV:
         this.#rv = v();
         return;
@@ -231,12 +265,12 @@ class JsonWatchTap extends JsonTap {
   }
 }
 
-/** A tap over one JSON list body as delivered. */
-export function createJsonListTap(sink: TapSink): Tap {
-  return new JsonListTap(sink);
+/** A tap over one JSON list body as delivered; `key` is the filter's. */
+export function createJsonListTap(sink: TapSink, key: ObjectKey): Tap {
+  return new JsonListTap(sink, key);
 }
 
-/** A tap over one JSON watch stream as delivered (events in order, synthetic ones included). */
-export function createJsonWatchTap(sink: TapSink): Tap {
-  return new JsonWatchTap(sink);
+/** A tap over one JSON watch stream as delivered (events in order, synthetic ones included); `key` is the filter's. */
+export function createJsonWatchTap(sink: TapSink, key: ObjectKey): Tap {
+  return new JsonWatchTap(sink, key);
 }

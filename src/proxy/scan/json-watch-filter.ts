@@ -18,7 +18,7 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import type { ShardKey } from "../../shard/selector.ts";
+import { JsonKeyReader, jsonKeyPaths, KEY_NODE_IDS, pathsPerKey } from "./json-key.ts";
 import {
   bytesEqual,
   coalesce,
@@ -33,6 +33,7 @@ import {
   type ValueKind,
 } from "./json-scanner.ts";
 import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
+import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
 import type { WatchFilterStats } from "./stats.ts";
 
 export type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
@@ -40,7 +41,10 @@ import type { NarrowableWatchFilter } from "./stats.ts";
 
 export interface WatchFilterOptions {
   readonly matcher: HashMatcher;
-  readonly key: ShardKey;
+  /** What places an event's object in the keyspace (object-key.ts). */
+  readonly key: ObjectKey;
+  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
+  readonly onUnlabelled?: (object: string) => void;
   /** The client asked for `allowWatchBookmarks=true`. */
   readonly allowBookmarks: boolean;
   /**
@@ -75,16 +79,17 @@ const OBJECT = 3;
 const KIND = 4;
 const API_VERSION = 5;
 const META = 6;
-const KEY = 7;
 const RV = 8;
 const INITIAL_END = 9;
 const COLUMNS = 10;
 const ROW = 11;
 const ROW_META = 12;
-const ROW_KEY = 13;
 const ROW_RV = 14;
+/** The key readers' ids: one for the object's metadata, one for a Table row's (json-key.ts). */
+const KEY_BASE = 32;
+const ROW_KEY_BASE = KEY_BASE + KEY_NODE_IDS;
 
-function watchPaths(key: ShardKey): PathNode {
+function watchPaths(key: ObjectKey): PathNode {
   return compilePaths({
     id: EVENT,
     keys: {
@@ -97,25 +102,20 @@ function watchPaths(key: ShardKey): PathNode {
           metadata: {
             id: META,
             keys: {
-              [key]: { id: KEY },
+              ...jsonKeyPaths(key, KEY_BASE),
               resourceVersion: { id: RV },
               annotations: { keys: { "k8s.io/initial-events-end": { id: INITIAL_END } } },
             },
           },
           columnDefinitions: { id: COLUMNS },
-          rows: { element: { id: ROW, keys: { object: { keys: { metadata: { id: ROW_META, keys: { [key]: { id: ROW_KEY }, resourceVersion: { id: ROW_RV } } } } } } } },
+          rows: { element: { id: ROW, keys: { object: { keys: { metadata: { id: ROW_META, keys: { ...jsonKeyPaths(key, ROW_KEY_BASE), resourceVersion: { id: ROW_RV } } } } } } } },
         },
       },
     },
   });
 }
 
-/** Compiled once per key: immutable. */
-const WATCH_PATHS: Readonly<Record<ShardKey, PathNode>> = { uid: watchPaths("uid"), namespace: watchPaths("namespace") };
-
-const NO_KEY = 0;
-const IN_RANGE = 1;
-const OUT_OF_RANGE = 2;
+const WATCH_PATHS = pathsPerKey(watchPaths);
 
 /** What the scan of one event found; reset for each event. */
 class EventInfo {
@@ -127,11 +127,8 @@ class EventInfo {
   kind: string | undefined;
   apiVersion: string | undefined;
   meta = false;
-  key = NO_KEY;
-  /** Absolute offsets of the key's raw bytes (between its quotes), for a re-judgement. */
-  keyStart = -1;
-  keyEnd = -1;
-  keyEscaped = false;
+  /** The object's key once read; kept so a narrowing can judge the event again. */
+  readonly key = new KeyResult();
   rv: string | undefined;
   initialEnd = false;
   columnsKind = 0;
@@ -139,7 +136,7 @@ class EventInfo {
   columnsEnd = -1;
   rows = 0;
   rowMeta = false;
-  rowKey = NO_KEY;
+  readonly rowKey = new KeyResult();
   rowRv: string | undefined;
   /** Everything the decision needs is known; the rest of the event is scanned untracked. */
   pruned = false;
@@ -153,9 +150,7 @@ class EventInfo {
     this.kind = undefined;
     this.apiVersion = undefined;
     this.meta = false;
-    this.key = NO_KEY;
-    this.keyStart = this.keyEnd = -1;
-    this.keyEscaped = false;
+    this.key.reset();
     this.rv = undefined;
     this.initialEnd = false;
     this.columnsKind = 0;
@@ -163,7 +158,7 @@ class EventInfo {
     this.columnsEnd = -1;
     this.rows = 0;
     this.rowMeta = false;
-    this.rowKey = NO_KEY;
+    this.rowKey.reset();
     this.rowRv = undefined;
     this.pruned = false;
   }
@@ -176,7 +171,7 @@ class EventInfo {
   get decidable(): boolean {
     return (
       this.meta &&
-      this.key !== NO_KEY &&
+      this.key.state !== KEY_PENDING &&
       this.rv !== undefined &&
       this.kind !== undefined &&
       this.kind !== "Table" &&
@@ -211,14 +206,20 @@ function knownType(buf: Buffer, start: number, end: number): string {
   return buf.toString("utf8", start, end);
 }
 
-type Verdict = { readonly action: "pass" } | { readonly action: "drop"; readonly unkeyed: boolean } | { readonly action: "fail"; readonly reason: string };
+type Verdict = { readonly action: "pass" } | { readonly action: "drop"; readonly unkeyed: boolean; readonly unlabelled: boolean } | { readonly action: "fail"; readonly reason: string };
 
 const PASS: Verdict = { action: "pass" };
-const DROP: Verdict = { action: "drop", unkeyed: false };
-const DROP_UNKEYED: Verdict = { action: "drop", unkeyed: true };
+const DROP: Verdict = { action: "drop", unkeyed: false, unlabelled: false };
+const DROP_UNKEYED: Verdict = { action: "drop", unkeyed: true, unlabelled: false };
+const DROP_UNLABELLED: Verdict = { action: "drop", unkeyed: false, unlabelled: true };
 
-/** The decision for one fully scanned event. Pure. */
-function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
+/**
+ * The decision for one fully scanned event. Pure but for the matcher, which
+ * may record the key of what it lets through. The key is judged with the
+ * matcher in force when the event ends, so a narrowing between two chunks
+ * of one event applies to it.
+ */
+function judge(ev: EventInfo, key: ObjectKey, matcher: HashMatcher): Verdict {
   if (ev.rootKind !== KIND_OBJECT) return { action: "fail", reason: "a watch event that is not a JSON object" };
   switch (ev.type) {
     case undefined:
@@ -235,7 +236,7 @@ function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
       return { action: "fail", reason: `a watch event of unknown type ${JSON.stringify(ev.type)}` };
   }
   if (ev.objectKind !== KIND_OBJECT) return { action: "fail", reason: `a ${ev.type} event without an object` };
-  let found: number;
+  let found: KeyResult;
   if (ev.isTable) {
     if (ev.rows !== 1) return { action: "fail", reason: `a ${ev.type} Table event with ${ev.rows} rows (one expected)` };
     if (!ev.rowMeta) return { action: "fail", reason: `a ${ev.type} Table event whose row has no object metadata (includeObject=None cannot be sharded)` };
@@ -244,14 +245,12 @@ function judge(ev: EventInfo, key: ShardKey, emptyInRange: boolean): Verdict {
     if (!ev.meta) return { action: "fail", reason: `a ${ev.type} event whose object has no metadata` };
     found = ev.key;
   }
-  if (found === NO_KEY) {
-    // No key hashes as "", as on the server (and in the list filter and both
-    // protobuf filters): cluster-scoped objects under namespace keying, and
-    // an object without a uid (counted).
-    if (emptyInRange) return PASS;
-    return key === "namespace" ? DROP : DROP_UNKEYED;
-  }
-  return found === IN_RANGE ? PASS : DROP;
+  if (found.inRange(matcher)) return PASS;
+  // No key hashes as "", as on the server (and in the list filter and both
+  // protobuf filters): cluster-scoped objects under namespace keying, and
+  // an object without a uid (counted). No slot label: in no shard (counted).
+  if (found.state === KEY_UNLABELLED) return DROP_UNLABELLED;
+  return found.state === KEY_EMPTY && countsUnkeyed(key) ? DROP_UNKEYED : DROP;
 }
 
 const EMIT = 0;
@@ -278,8 +277,12 @@ class WatchFilterEngine implements ScanSink {
   initialEventsEnded = false;
 
   private matcher: HashMatcher;
-  private readonly key: ShardKey;
-  private emptyInRange: boolean;
+  private readonly key: ObjectKey;
+  private readonly keyReader: JsonKeyReader;
+  private readonly rowReader: JsonKeyReader;
+  private readonly onUnlabelled: ((object: string) => void) | undefined;
+  /** Labels mode: events dropped for a missing or malformed slot label (in `stats.dropped` too). */
+  unlabelled = 0;
   /** A Table event was seen: its rows carry no object a synthetic DELETED could name. */
   private sawTable = false;
   private readonly maxEventBytes: number;
@@ -316,7 +319,9 @@ class WatchFilterEngine implements ScanSink {
   constructor(opts: WatchFilterOptions) {
     this.matcher = opts.matcher;
     this.key = opts.key;
-    this.emptyInRange = opts.matcher.matchesBytes(new Uint8Array(0), 0, 0);
+    this.keyReader = new JsonKeyReader(opts.key, KEY_BASE);
+    this.rowReader = new JsonKeyReader(opts.key, ROW_KEY_BASE);
+    this.onUnlabelled = opts.onUnlabelled;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
     this.now = opts.now ?? (() => performance.now());
     this.pacer = new BookmarkPacer({
@@ -324,7 +329,7 @@ class WatchFilterEngine implements ScanSink {
       initialEvents: opts.initialEvents,
       intervalMs: opts.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS,
     });
-    this.scanner = new JsonScanner(WATCH_PATHS[opts.key], this, {
+    this.scanner = new JsonScanner(WATCH_PATHS(opts.key), this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxEventBytes,
       multi: true,
@@ -341,18 +346,12 @@ class WatchFilterEngine implements ScanSink {
   }
 
   /**
-   * The event in progress, if its key was already judged, is judged again
-   * with the new matcher from the held bytes (the whole event is held from
-   * its first byte until it is finished): it is delivered after the
-   * synthetic DELETEDs, so the old verdict must not let it through.
+   * From the next event judged on: an event in progress is judged when it
+   * ends, so it meets the new matcher (it is delivered after the synthetic
+   * DELETEDs, so the old verdict must not let it through).
    */
   setMatcher(matcher: HashMatcher): void {
     this.matcher = matcher;
-    this.emptyInRange = matcher.matchesBytes(new Uint8Array(0), 0, 0);
-    const ev = this.ev;
-    if (ev.start < 0 || ev.key === NO_KEY || ev.keyStart < ev.start) return;
-    const held = Buffer.concat(this.held);
-    ev.key = this.match(held, ev.keyStart - ev.start, ev.keyEnd - ev.start, ev.keyEscaped);
   }
 
   write(chunk: Buffer): Buffer[] {
@@ -453,6 +452,14 @@ class WatchFilterEngine implements ScanSink {
 
   enter(id: number, pos: number, kind: ValueKind): void {
     const ev = this.ev;
+    if (this.keyReader.owns(id)) {
+      if (this.keyReader.enter(id, kind)) this.keyDecided();
+      return;
+    }
+    if (this.rowReader.owns(id)) {
+      if (this.rowReader.enter(id, kind)) ev.rowKey.copy(this.rowReader.result);
+      return;
+    }
     switch (id) {
       case EVENT:
         // Whitespace before the event goes out or not, per the previous event.
@@ -472,6 +479,7 @@ class WatchFilterEngine implements ScanSink {
         return;
       case META:
         ev.meta = kind === KIND_OBJECT;
+        if (ev.meta) this.keyReader.begin();
         return;
       case COLUMNS:
         ev.columnsKind = kind;
@@ -485,6 +493,7 @@ class WatchFilterEngine implements ScanSink {
         return;
       case ROW_META:
         ev.rowMeta = kind === KIND_OBJECT;
+        if (ev.rowMeta) this.rowReader.begin();
         return;
       default:
         return;
@@ -493,6 +502,14 @@ class WatchFilterEngine implements ScanSink {
 
   string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void {
     const ev = this.ev;
+    if (this.keyReader.owns(id)) {
+      if (this.keyReader.string(id, buf, start, end, escaped)) this.keyDecided();
+      return;
+    }
+    if (this.rowReader.owns(id)) {
+      if (this.rowReader.string(id, buf, start, end, escaped)) ev.rowKey.copy(this.rowReader.result);
+      return;
+    }
     switch (id) {
       // Strings get no leave(): a string where an event or the column
       // definitions should be ends here (and fails the event when judged).
@@ -511,18 +528,10 @@ class WatchFilterEngine implements ScanSink {
       case API_VERSION:
         ev.apiVersion = this.apiVersions.decode(buf, start, end, escaped);
         return;
-      case KEY:
-        ev.key = this.match(buf, start, end, escaped);
-        ev.keyEnd = after - 1;
-        ev.keyStart = ev.keyEnd - (end - start);
-        ev.keyEscaped = escaped;
-        break;
-      case ROW_KEY:
-        ev.rowKey = this.match(buf, start, end, escaped);
-        return;
       case RV:
         ev.rv = decodeJsonString(buf, start, end, escaped);
-        break;
+        this.pruneIfDecidable();
+        return;
       case ROW_RV:
         ev.rowRv = decodeJsonString(buf, start, end, escaped);
         return;
@@ -532,29 +541,63 @@ class WatchFilterEngine implements ScanSink {
       default:
         return;
     }
-    // After the key or the RV: prune what is left of the event once it is
-    // decidable (labels, annotations, managedFields, spec and status are most
-    // of its bytes). Depth 1 keeps the event itself tracked, for its end.
+  }
+
+  leave(id: number, end: number): void {
+    const ev = this.ev;
+    if (this.keyReader.owns(id)) {
+      if (this.keyReader.leave(id)) this.keyDecided();
+      return;
+    }
+    if (this.rowReader.owns(id)) {
+      if (this.rowReader.leave(id)) ev.rowKey.copy(this.rowReader.result);
+      return;
+    }
+    switch (id) {
+      case COLUMNS:
+        ev.columnsEnd = end;
+        return;
+      case EVENT:
+        this.finishEvent(end);
+        return;
+      case META:
+        if (!ev.meta || ev.key.state !== KEY_PENDING) return;
+        this.keyReader.finish();
+        this.keyDecided();
+        return;
+      case ROW_META:
+        if (!ev.rowMeta || ev.rowKey.state !== KEY_PENDING) return;
+        this.rowReader.finish();
+        ev.rowKey.copy(this.rowReader.result);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private keyDecided(): void {
+    if (this.ev.key.state !== KEY_PENDING) return;
+    this.ev.key.copy(this.keyReader.result);
+    this.pruneIfDecidable();
+  }
+
+  /**
+   * After the key or the RV: prune what is left of the event once it is
+   * decidable (labels, annotations, managedFields, spec and status are most
+   * of its bytes). Depth 1 keeps the event itself tracked, for its end.
+   */
+  private pruneIfDecidable(): void {
+    const ev = this.ev;
     if (!ev.pruned && ev.decidable) {
       ev.pruned = true;
       this.scanner.untrackBelow(1);
     }
   }
 
-  leave(id: number, end: number): void {
-    if (id === COLUMNS) this.ev.columnsEnd = end;
-    else if (id === EVENT) this.finishEvent(end);
-  }
-
   comma(): void {}
 
   lineEnd(pos: number): void {
     if (this.lineOpen) this.release(pos + 1);
-  }
-
-  private match(buf: Buffer, start: number, end: number, escaped: boolean): number {
-    const hit = escaped ? this.matcher.matchesString(decodeJsonString(buf, start, end, true)) : this.matcher.matchesBytes(buf, start, end);
-    return hit ? IN_RANGE : OUT_OF_RANGE;
   }
 
   /** The held bytes so far, flushed up to `end` and taken out of `held`. */
@@ -569,7 +612,7 @@ class WatchFilterEngine implements ScanSink {
   private finishEvent(end: number): void {
     const ev = this.ev;
     this.stats.events++;
-    const verdict = judge(ev, this.key, this.emptyInRange);
+    const verdict = judge(ev, this.key, this.matcher);
     if (verdict.action === "fail") {
       this.terminate(verdict.reason);
       return;
@@ -599,6 +642,10 @@ class WatchFilterEngine implements ScanSink {
       this.linePassed = true;
     } else {
       this.stats.dropped++;
+      if (verdict.unlabelled) {
+        this.unlabelled++;
+        this.onUnlabelled?.((ev.isTable ? this.rowReader : this.keyReader).describe());
+      }
       if (ev.isTable && ev.columnsKind === KIND_ARRAY && !this.columnsDelivered && this.pendingColumns === undefined) {
         // Copied: the held chunks must not stay pinned for the life of the watch.
         this.pendingColumns = Buffer.from(Buffer.concat(this.takeHeld(end)).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));

@@ -30,8 +30,9 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import type { ShardKey } from "../../shard/selector.ts";
-import { keyField, ObjectScan, typeMetaKind } from "./proto-object.ts";
+import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
+import { ProtoKeyReader } from "./proto-key.ts";
+import { ObjectScan, typeMetaKind } from "./proto-object.ts";
 import type { ListFilterStats } from "./stats.ts";
 import {
   bytesEqual,
@@ -49,7 +50,10 @@ import {
 
 export interface ProtoListFilterOptions {
   readonly matcher: HashMatcher;
-  readonly key: ShardKey;
+  /** What places an item in the keyspace (object-key.ts). */
+  readonly key: ObjectKey;
+  /** Labels mode: an item without a readable slot label was dropped; `object` is its `namespace/name`. */
+  readonly onUnlabelled?: (object: string) => void;
   /** The canonical selector sent upstream; the fast path needs it. */
   readonly sentSelector?: string;
   /** Largest single item accepted; a larger one fails the body. Default 16 MiB. */
@@ -159,7 +163,10 @@ class ProtoListFilter extends Transform {
   readonly stats: ListFilterStats = { path: "filter", serverFiltered: "inferred", items: 0, kept: 0, dropped: 0, bytesIn: 0, bytesOut: 0 };
 
   private readonly matcher: HashMatcher;
-  private readonly keyField: number;
+  private readonly key: ProtoKeyReader;
+  private readonly onUnlabelled: ((object: string) => void) | undefined;
+  /** Labels mode: items dropped for a missing or malformed slot label (in `stats.dropped` too). */
+  unlabelled = 0;
   private readonly sentSelector: Buffer | undefined;
   private readonly maxItemBytes: number;
 
@@ -198,7 +205,8 @@ class ProtoListFilter extends Transform {
   constructor(opts: ProtoListFilterOptions) {
     super();
     this.matcher = opts.matcher;
-    this.keyField = keyField(opts.key);
+    this.key = new ProtoKeyReader(opts.key);
+    this.onUnlabelled = opts.onUnlabelled;
     this.sentSelector = opts.sentSelector === undefined ? undefined : Buffer.from(opts.sentSelector, "utf8");
     this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
   }
@@ -498,9 +506,13 @@ class ProtoListFilter extends Transform {
 
   private decideItem(buf: Uint8Array, start: number, end: number, base: number): void {
     const o = this.object;
-    o.scan(buf, start, end, this.keyField, base, LIST + 1, false);
-    const inRange = o.keyStart < 0 ? this.matcher.matchesBytes(buf, start, start) : this.matcher.matchesBytes(buf, o.keyStart, o.keyEnd);
-    if (inRange) {
+    o.scan(buf, start, end, this.key, base, LIST + 1, false);
+    const key = this.key.result;
+    if (key.state === KEY_UNLABELLED) {
+      this.unlabelled++;
+      this.onUnlabelled?.(this.key.describe());
+    }
+    if (key.inRange(this.matcher)) {
       this.stats.kept++;
       this.out.appendLenHeader(LIST_ITEMS, end - start);
       this.out.append(buf, start, end);
@@ -588,6 +600,6 @@ class ProtoListFilter extends Transform {
  * `stats` is updated in place; `stats.path` is final before the first byte is
  * emitted, the counts once the stream has ended. Single use.
  */
-export function createProtoListFilter(opts: ProtoListFilterOptions): Transform & { readonly stats: ListFilterStats } {
+export function createProtoListFilter(opts: ProtoListFilterOptions): Transform & { readonly stats: ListFilterStats; readonly unlabelled: number } {
   return new ProtoListFilter(opts);
 }

@@ -1,31 +1,25 @@
 /**
- * Where the shard key sits in a protobuf Kubernetes object, found without a
+ * What a filter reads from a protobuf Kubernetes object, found without a
  * schema: every built-in type (and PartialObjectMetadata) has its ObjectMeta
  * at field 1, and ObjectMeta has `namespace` = 3, `uid` = 5,
  * `resourceVersion` = 6 and `annotations` = 12 (k8s.io/apimachinery
- * pkg/apis/meta/v1/generated.proto).
+ * pkg/apis/meta/v1/generated.proto); the key's own fields are read by
+ * proto-key.ts.
  *
  * Field precedence follows the Go unmarshaller the client runs: a repeated
  * scalar field keeps its last value, and a repeated message field is merged.
- * So the key is the last `uid` in any of the object's ObjectMeta fields, and
- * a missing key is the empty string, which is what the apiserver hashes
+ * So the key is read from all of the object's ObjectMeta fields, and a
+ * missing key is the empty string, which is what the apiserver hashes
  * (`ResolveFieldValue` reads `GetUID()`/`GetNamespace()`).
  */
 import { ScanError } from "../../errors.ts";
-import type { ShardKey } from "../../shard/selector.ts";
+import type { ProtoKeyReader } from "./proto-key.ts";
 import { bytesEqual, hasMagic, WIRE_LEN, WireReader } from "./proto-wire.ts";
 
+export { META_LABELS, META_NAME, META_NAMESPACE, META_OWNER_REFERENCES, META_UID } from "./proto-key.ts";
 export const OBJECT_META_FIELD = 1;
-export const META_NAME = 1;
-export const META_NAMESPACE = 3;
-export const META_UID = 5;
 export const META_RESOURCE_VERSION = 6;
 export const META_ANNOTATIONS = 12;
-
-/** The ObjectMeta field number that carries `key`. */
-export function keyField(key: ShardKey): number {
-  return key === "uid" ? META_UID : META_NAMESPACE;
-}
 
 const INITIAL_EVENTS_END_KEY = Buffer.from("k8s.io/initial-events-end");
 const TRUE = Buffer.from("true");
@@ -38,14 +32,13 @@ function wrongWire(what: string, r: WireReader): ScanError {
 }
 
 /**
- * Reads one object's shard key, resourceVersion and (on request) whether it
- * carries `k8s.io/initial-events-end: "true"`. Reusable: one instance per
- * filter, no allocation per object. Results are offsets into the scanned
+ * Reads one object's key (into the given {@link ProtoKeyReader}),
+ * resourceVersion and (on request) whether it carries
+ * `k8s.io/initial-events-end: "true"`. Reusable: one instance per filter, no
+ * allocation per object. The resourceVersion is offsets into the scanned
  * buffer; -1 means absent.
  */
 export class ObjectScan {
-  keyStart = -1;
-  keyEnd = -1;
   rvStart = -1;
   rvEnd = -1;
   initialEventsEnd = false;
@@ -59,9 +52,10 @@ export class ObjectScan {
    * {@link ScanError} when the bytes are not a well-formed message at the
    * levels it reads (the object and its ObjectMeta).
    */
-  scan(buf: Uint8Array, start: number, end: number, keyFieldNumber: number, base: number, depth: number, wantAnnotations: boolean): void {
-    this.keyStart = this.keyEnd = this.rvStart = this.rvEnd = -1;
+  scan(buf: Uint8Array, start: number, end: number, key: ProtoKeyReader, base: number, depth: number, wantAnnotations: boolean): void {
+    this.rvStart = this.rvEnd = -1;
     this.initialEventsEnd = false;
+    key.begin();
     const o = this.outer.reset(buf, start, end, base, depth);
     while (o.next()) {
       if (o.field !== OBJECT_META_FIELD) continue;
@@ -69,20 +63,17 @@ export class ObjectScan {
       const m = this.meta.reset(buf, o.valueStart, o.valueEnd, base, depth + 1);
       while (m.next()) {
         const f = m.field;
-        if (f === keyFieldNumber) {
-          if (m.wire !== WIRE_LEN) throw wrongWire("the shard key field", m);
-          this.keyStart = m.valueStart;
-          this.keyEnd = m.valueEnd;
-        } else if (f === META_RESOURCE_VERSION) {
+        if (f === META_RESOURCE_VERSION) {
           if (m.wire !== WIRE_LEN) throw wrongWire("metadata.resourceVersion", m);
           this.rvStart = m.valueStart;
           this.rvEnd = m.valueEnd;
         } else if (f === META_ANNOTATIONS && wantAnnotations) {
           if (m.wire !== WIRE_LEN) throw wrongWire("metadata.annotations", m);
           this.readAnnotation(buf, m.valueStart, m.valueEnd, base, depth + 2);
-        }
+        } else key.field(m, buf);
       }
     }
+    key.finish();
   }
 
   /** One map entry {key = 1, value = 2}; a later entry for the same key wins. */

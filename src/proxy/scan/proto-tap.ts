@@ -6,6 +6,8 @@
  * memory is bounded by one ObjectMeta. The watch tap reads whole frames.
  */
 import { ScanError } from "../../errors.ts";
+import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
+import { ProtoKeyReader } from "./proto-key.ts";
 import { META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "./proto-object.ts";
 import { K8S_MAGIC, VarintAccumulator, WIRE_I32, WIRE_I64, WIRE_LEN, WIRE_VARINT, WireReader } from "./proto-wire.ts";
 import { itemKind, type Tap, type TapSink } from "./tap.ts";
@@ -26,10 +28,11 @@ interface Meta {
   rv: string | undefined;
 }
 
-/** Reads name, namespace, uid and resourceVersion from an ObjectMeta message (last value wins, as in Go). */
-function readObjectMeta(buf: Uint8Array, start: number, end: number, into: Meta, r: WireReader): void {
+/** Reads name, namespace, uid and resourceVersion from an ObjectMeta message (last value wins, as in Go), and feeds its fields to `key`. */
+function readObjectMeta(buf: Uint8Array, start: number, end: number, into: Meta, r: WireReader, key: ProtoKeyReader): void {
   r.reset(buf, start, end);
   while (r.next()) {
+    key.field(r, buf);
     if (r.wire !== WIRE_LEN) continue;
     if (r.field === META_NAME) into.name = str(buf, r.valueStart, r.valueEnd);
     else if (r.field === META_NAMESPACE) into.namespace = str(buf, r.valueStart, r.valueEnd);
@@ -61,8 +64,17 @@ const UNKNOWN = 0;
 const LIST = 1;
 const ITEM = 2;
 
+/** The delivered object, or a reason the tap cannot vouch for it (no key the filter could have kept). */
+function delivered(m: Meta, key: ProtoKeyReader): { name: string; namespace: string; uid: string; keyHi: number; keyLo: number } | string {
+  key.finish();
+  const k = key.result;
+  if (k.state === KEY_UNLABELLED) return `delivered object ${JSON.stringify(m.name)} without a readable slot label`;
+  return { name: m.name ?? "", namespace: m.namespace, uid: m.uid, keyHi: k.hi, keyLo: k.lo };
+}
+
 class ProtoListTap implements Tap {
   readonly #sink: TapSink;
+  readonly #key: ProtoKeyReader;
   readonly #r = new WireReader();
   #dead = false;
   #magic = 0;
@@ -78,8 +90,9 @@ class ProtoListTap implements Tap {
   #typeMeta: { apiVersion: string; kind: string } | undefined;
   readonly #meta: Meta = { name: undefined, namespace: "", uid: "", rv: undefined };
 
-  constructor(sink: TapSink) {
+  constructor(sink: TapSink, key: ObjectKey) {
     this.#sink = sink;
+    this.#key = new ProtoKeyReader(key);
   }
 
   write(chunk: Buffer): void {
@@ -167,6 +180,7 @@ class ProtoListTap implements Tap {
         const m = this.#meta;
         m.name = m.rv = undefined;
         m.namespace = m.uid = "";
+        this.#key.begin();
       }
       this.#ends.push(this.#pos + len);
       this.#state = TAG;
@@ -194,7 +208,7 @@ class ProtoListTap implements Tap {
     const level = this.#level;
     const b = this.#collect;
     if (level === UNKNOWN) this.#typeMeta = readTypeMeta(b, 0, b.length, this.#r);
-    else if (level === ITEM) readObjectMeta(b, 0, b.length, this.#meta, this.#r);
+    else if (level === ITEM) readObjectMeta(b, 0, b.length, this.#meta, this.#r, this.#key);
     else {
       const r = this.#r.reset(b, 0, b.length);
       while (r.next()) {
@@ -214,8 +228,10 @@ class ProtoListTap implements Tap {
       const closed = this.#level;
       this.#ends.pop();
       if (closed === ITEM) {
-        const m = this.#meta;
-        if (m.name !== undefined) this.#sink.upsert({ name: m.name, namespace: m.namespace, uid: m.uid });
+        if (this.#meta.name === undefined) continue;
+        const obj = delivered(this.#meta, this.#key);
+        if (typeof obj === "string") return this.#giveUp(obj);
+        this.#sink.upsert(obj);
       } else if (closed === LIST && this.#typeMeta !== undefined) {
         this.#sink.typeMeta(this.#typeMeta.apiVersion, itemKind(this.#typeMeta.kind));
       }
@@ -225,6 +241,7 @@ class ProtoListTap implements Tap {
 
 class ProtoWatchTap implements Tap {
   readonly #sink: TapSink;
+  readonly #key: ProtoKeyReader;
   readonly #event = new WireReader();
   readonly #inner = new WireReader();
   // One reader per nesting level, reused for every frame (no allocation per event).
@@ -234,8 +251,9 @@ class ProtoWatchTap implements Tap {
   #dead = false;
   #pending: Buffer = Buffer.alloc(0);
 
-  constructor(sink: TapSink) {
+  constructor(sink: TapSink, key: ObjectKey) {
     this.#sink = sink;
+    this.#key = new ProtoKeyReader(key);
   }
 
   write(chunk: Buffer): void {
@@ -289,8 +307,9 @@ class ProtoWatchTap implements Tap {
     const m = this.#meta;
     m.name = m.rv = undefined;
     m.namespace = m.uid = "";
+    this.#key.begin();
     const o = this.#inner.reset(buf, objStart, objEnd);
-    while (o.next()) if (o.field === OBJECT_META_FIELD && o.wire === WIRE_LEN) readObjectMeta(buf, o.valueStart, o.valueEnd, m, this.#metaReader);
+    while (o.next()) if (o.field === OBJECT_META_FIELD && o.wire === WIRE_LEN) readObjectMeta(buf, o.valueStart, o.valueEnd, m, this.#metaReader, this.#key);
     if (type === "ADDED" || type === "MODIFIED" || type === "DELETED") {
       if (m.name === undefined) {
         this.#dead = true;
@@ -298,19 +317,27 @@ class ProtoWatchTap implements Tap {
         return;
       }
       if (type === "DELETED") this.#sink.remove(m.namespace, m.name);
-      else this.#sink.upsert({ name: m.name, namespace: m.namespace, uid: m.uid });
+      else {
+        const obj = delivered(m, this.#key);
+        if (typeof obj === "string") {
+          this.#dead = true;
+          this.#sink.unreadable(obj);
+          return;
+        }
+        this.#sink.upsert(obj);
+      }
       if (tm !== undefined) this.#sink.typeMeta(tm.apiVersion, tm.kind);
     }
     if (m.rv !== undefined) this.#sink.resourceVersion(m.rv);
   }
 }
 
-/** A tap over one protobuf list body as delivered. */
-export function createProtoListTap(sink: TapSink): Tap {
-  return new ProtoListTap(sink);
+/** A tap over one protobuf list body as delivered; `key` is the filter's. */
+export function createProtoListTap(sink: TapSink, key: ObjectKey): Tap {
+  return new ProtoListTap(sink, key);
 }
 
-/** A tap over one protobuf watch stream as delivered. */
-export function createProtoWatchTap(sink: TapSink): Tap {
-  return new ProtoWatchTap(sink);
+/** A tap over one protobuf watch stream as delivered; `key` is the filter's. */
+export function createProtoWatchTap(sink: TapSink, key: ObjectKey): Tap {
+  return new ProtoWatchTap(sink, key);
 }

@@ -21,16 +21,20 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import type { ShardKey } from "../../shard/selector.ts";
 import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
-import { EnvelopeScan, keyField, ObjectScan } from "./proto-object.ts";
+import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
+import { ProtoKeyReader } from "./proto-key.ts";
+import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
 import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
 import type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
 
 export interface ProtoWatchFilterOptions {
   readonly matcher: HashMatcher;
-  readonly key: ShardKey;
+  /** What places an event's object in the keyspace (object-key.ts). */
+  readonly key: ObjectKey;
+  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
+  readonly onUnlabelled?: (object: string) => void;
   /** The client sent `allowWatchBookmarks=true`: dropped events may become bookmarks. */
   readonly allowBookmarks: boolean;
   /**
@@ -110,7 +114,10 @@ class ProtoWatchFilter extends Transform {
   readonly stats: WatchFilterStats = { events: 0, passed: 0, dropped: 0, syntheticBookmarks: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
 
   private matcher: HashMatcher;
-  private readonly keyField: number;
+  private readonly key: ProtoKeyReader;
+  private readonly onUnlabelled: ((object: string) => void) | undefined;
+  /** Labels mode: events dropped for a missing or malformed slot label (in `stats.dropped` too). */
+  unlabelled = 0;
   private readonly onDeliver: ((chunk: Buffer) => void) | undefined;
   private readonly allowBookmarks: boolean;
   private readonly now: () => number;
@@ -138,7 +145,8 @@ class ProtoWatchFilter extends Transform {
     super();
     this.matcher = opts.matcher;
     this.onDeliver = opts.onDeliver;
-    this.keyField = keyField(opts.key);
+    this.key = new ProtoKeyReader(opts.key);
+    this.onUnlabelled = opts.onUnlabelled;
     this.allowBookmarks = opts.allowBookmarks;
     this.now = opts.now ?? Date.now;
     this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
@@ -345,10 +353,10 @@ class ProtoWatchFilter extends Transform {
     if (env.typeMetaStart < 0) throw syntax("watch event object without typeMeta", base + rawStart, 2);
     const o = this.object;
     const bookmark = type === BOOKMARK;
-    o.scan(buf, env.rawStart, env.rawEnd, this.keyField, base, 3, bookmark && !this.pacer.initialEventsDone);
+    o.scan(buf, env.rawStart, env.rawEnd, this.key, base, 3, bookmark && !this.pacer.initialEventsDone);
     const rv = o.rvEnd > o.rvStart ? Buffer.from(buf.buffer, buf.byteOffset + o.rvStart, o.rvEnd - o.rvStart).toString("utf8") : undefined;
     // BOOKMARKs are never filtered; they only carry a resourceVersion.
-    const inRange = bookmark || (o.keyStart < 0 ? this.matcher.matchesBytes(buf, 0, 0) : this.matcher.matchesBytes(buf, o.keyStart, o.keyEnd));
+    const inRange = bookmark || this.key.result.inRange(this.matcher);
     if (inRange) {
       this.stats.passed++;
       pass();
@@ -362,6 +370,10 @@ class ProtoWatchFilter extends Transform {
       return;
     }
     this.stats.dropped++;
+    if (this.key.result.state === KEY_UNLABELLED) {
+      this.unlabelled++;
+      this.onUnlabelled?.(this.key.describe());
+    }
     // No synthetic bookmark during initial events (the pacer holds them back).
     // client-go's reflector (tools/cache/reflector.go) treats any non-ADDED
     // event, a BOOKMARK included, as proof "that the watch has exited the

@@ -13,6 +13,13 @@ export interface DeliveredObject {
   readonly namespace: string;
   readonly name: string;
   readonly uid: string;
+  /**
+   * Its key's point in the keyspace (object-key.ts), as the filter that
+   * delivered it judged it: the hash of its uid, namespace or owner, or its
+   * slot's first hash. What a narrowing tests against the new ranges.
+   */
+  readonly keyHi: number;
+  readonly keyLo: number;
 }
 
 export interface TapSink {

@@ -9,6 +9,7 @@ import { createJsonListTap, createJsonWatchTap } from "../../../src/proxy/scan/j
 import { createJsonWatchFilter } from "../../../src/proxy/scan/json-watch-filter.ts";
 import { createProtoListTap, createProtoWatchTap } from "../../../src/proxy/scan/proto-tap.ts";
 import { createProtoWatchFilter } from "../../../src/proxy/scan/proto-watch-filter.ts";
+import type { ObjectKey } from "../../../src/proxy/scan/object-key.ts";
 import type { DeliveredObject, Tap, TapSink } from "../../../src/proxy/scan/tap.ts";
 import { SYNTHETIC_DELETE_ANNOTATION, syntheticDelete } from "../../../src/proxy/synthetic-delete.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
@@ -47,9 +48,9 @@ class Recorder implements TapSink {
   }
 }
 
-function feed(make: (s: TapSink) => Tap, body: Buffer, size: number): Recorder {
+function feed(make: (s: TapSink, key: ObjectKey) => Tap, body: Buffer, size: number, key: ObjectKey = "uid"): Recorder {
   const r = new Recorder();
-  const tap = make(r);
+  const tap = make(r, key);
   for (const c of chunksOf(body, size)) tap.write(c);
   return r;
 }
@@ -143,7 +144,7 @@ for (const encoding of ["json", "protobuf"] as const) {
   t.test(`${encoding} watch filter: narrow() sends the DELETEDs through the tap, then filters with the new ranges`, async (t) => {
     const low = [shardRange(0, 2)];
     const seen = new Recorder();
-    const tap = encoding === "json" ? createJsonWatchTap(seen) : createProtoWatchTap(seen);
+    const tap = encoding === "json" ? createJsonWatchTap(seen, "uid") : createProtoWatchTap(seen, "uid");
     const opts = { matcher: new HashMatcher([FULL_RANGE]), key: "uid" as const, allowBookmarks: false, initialEvents: false, onDeliver: (b: Buffer) => tap.write(b) };
     const filter = encoding === "json" ? createJsonWatchFilter(opts) : createProtoWatchFilter(opts);
     const events: Buffer[] =
@@ -155,7 +156,7 @@ for (const encoding of ["json", "protobuf"] as const) {
             .map((l) => Buffer.from(`${l}\n`))
         : podWatchFrames(pb, 60, { seed: 9, firstResourceVersion: 100 });
     const half = Math.floor(events.length / 2);
-    const leaving: DeliveredObject = { namespace: "ns-x", name: "gone", uid: "0000" };
+    const leaving: DeliveredObject = { namespace: "ns-x", name: "gone", uid: "0000", keyHi: 0, keyLo: 0 };
     const del = syntheticDelete(encoding, { apiVersion: "v1", kind: "Pod" }, leaving, "424242");
     const pushes: Buffer[] = [];
     filter.on("data", (b: Buffer) => pushes.push(b));
