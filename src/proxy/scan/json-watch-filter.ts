@@ -721,6 +721,10 @@ class JsonWatchFilter extends Transform {
     return this.#engine.stats;
   }
 
+  get unlabelled(): number {
+    return this.#engine.unlabelled;
+  }
+
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     if (this.#ended) {
       // After our ERROR event the output is over; upstream bytes are discarded

@@ -106,6 +106,7 @@ class ProtoListTap implements Tap {
   }
 
   #giveUp(reason: string): void {
+    if (this.#dead) return;
     this.#dead = true;
     this.#sink.unreadable(reason);
   }
@@ -122,7 +123,7 @@ class ProtoListTap implements Tap {
       this.#magic++;
       i++;
     }
-    while (i < c.length) {
+    while (i < c.length && !this.#dead) {
       switch (this.#state) {
         case TAG:
         case LEN:

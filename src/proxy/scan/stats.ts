@@ -46,6 +46,8 @@ export interface WatchFilterStats {
 /** What both watch filters offer the proxy. */
 export interface NarrowableWatchFilter extends Transform {
   readonly stats: WatchFilterStats;
+  /** Labels mode: events dropped for a missing or malformed slot label (in `stats.dropped` too). */
+  readonly unlabelled: number;
   /**
    * From now on judge events with `matcher`, after pushing `events` (whole,
    * encoded events, e.g. synthetic DELETEDs) through the delivery path.
