@@ -106,7 +106,7 @@ export function parsePodSettings(annotations: Readonly<Record<string, string>>):
       resources = parseResources(rawResources, ANNOTATIONS.resources);
     } catch (e) {
       problems.push(
-        `${configMessage(e)} (allowed: a comma-separated list of <plural>[.<group>][=uid|namespace], e.g. "pods, configmaps=namespace")`,
+        `${configMessage(e)} (allowed: a comma-separated list of <plural>[.<group>][=uid|namespace|owner], e.g. "pods, configmaps=namespace, deployments.apps=owner")`,
       );
     }
   }

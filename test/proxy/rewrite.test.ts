@@ -1,6 +1,7 @@
 import t from "tap";
 import { MATCH_NOTHING_LABEL_SELECTOR, rewriteQuery } from "../../src/proxy/rewrite.ts";
 import { makeRange, shardRange } from "../../src/shard/range.ts";
+import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSelector } from "../../src/shard/selector.ts";
 
 const LOW = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
@@ -39,4 +40,40 @@ t.test("an empty shardSelector is absent; an invalid one is answered like a gate
   const mixed = rewriteQuery(new URLSearchParams({ shardSelector: LOW }), "namespace", [shardRange(0, 2)]);
   t.equal(mixed.ok, false);
   t.equal(!mixed.ok && mixed.status, 400);
+});
+
+t.test("owner key, shardselector mode: no shard selector is sent, the proxy filters by design", async (t) => {
+  const r = rewriteQuery(new URLSearchParams({ labelSelector: "app=x", limit: "5" }), "owner", [shardRange(0, 2)]);
+  if (!r.ok) return t.fail("rewrite failed");
+  t.equal(r.query.get("shardSelector"), null, "no shardSelector can hash an ownerReference");
+  t.equal(r.query.get("labelSelector"), "app=x", "the controller's own selector unchanged");
+  t.same([r.proxyFilters, r.objectKey, r.sentSelector], [true, "owner", undefined]);
+  t.same(r.ranges, [shardRange(0, 2)]);
+  const none = rewriteQuery(new URLSearchParams(), "owner", []);
+  t.same(none.ok && [none.query.get("labelSelector"), none.proxyFilters], [MATCH_NOTHING_LABEL_SELECTOR, false], "owning nothing still asks the server for nothing");
+  const client = rewriteQuery(new URLSearchParams({ shardSelector: LOW }), "owner", [shardRange(0, 2)]);
+  t.same(client.ok ? undefined : [client.status, /ownerReference/.test(client.message)], [400, true], "a controller's own shardSelector cannot be combined with an owner key");
+  const uid = rewriteQuery(new URLSearchParams(), "uid", [shardRange(0, 2)]);
+  t.equal(uid.ok && uid.proxyFilters, false, "uid keys are the server's to filter");
+});
+
+t.test("labels mode: the owned slots as a label selector ANDed with the controller's, whole slots, no shard selector", async (t) => {
+  const labels = { labelKey: "shard.shardcar.io/ring-a", slotCount: 8 };
+  const r = rewriteQuery(new URLSearchParams({ labelSelector: "app=x" }), "uid", slotsToRanges([1, 2, 5], 8), labels);
+  if (!r.ok) return t.fail("rewrite failed");
+  t.equal(r.query.get("labelSelector"), "app=x,shard.shardcar.io/ring-a in (1,2,5)");
+  t.equal(r.query.get("shardSelector"), null);
+  t.same(r.objectKey, { label: "shard.shardcar.io/ring-a", slotCount: 8 });
+  t.same([r.sentSelector, r.proxyFilters], [undefined, false]);
+  const alone = rewriteQuery(new URLSearchParams(), "owner", slotsToRanges([3], 8), labels);
+  t.equal(alone.ok && alone.query.get("labelSelector"), "shard.shardcar.io/ring-a in (3)", "any key, the owner's included: the label holds the slot");
+  const none = rewriteQuery(new URLSearchParams({ labelSelector: "app=x" }), "uid", [], labels);
+  t.equal(none.ok && none.query.get("labelSelector"), `app=x,${MATCH_NOTHING_LABEL_SELECTOR}`, "owning nothing: the match-nothing selector");
+  // A controller's shardSelector for [0, 1/2) ∩ slots 1..6: slots 1, 2, 3, then whole slots only.
+  const client = rewriteQuery(new URLSearchParams({ shardSelector: LOW }), "uid", slotsToRanges([1, 2, 3, 4, 5, 6], 8), labels);
+  if (!client.ok) return t.fail("rewrite failed");
+  t.equal(client.query.get("labelSelector"), "shard.shardcar.io/ring-a in (1,2,3)", "intersected as today, then the slots");
+  t.same(client.ranges, slotsToRanges([1, 2, 3], 8), "the ranges enforced are those slots");
+  const cut = rewriteQuery(new URLSearchParams({ shardSelector: "shardRange(object.metadata.uid, '0x0000000000000000', '0x3000000000000000')" }), "uid", slotsToRanges([0, 1, 2], 8), labels);
+  t.equal(cut.ok && cut.query.get("labelSelector"), "shard.shardcar.io/ring-a in (0,1)", "a slot cut by the client's bounds goes to whoever holds its start");
 });

@@ -70,7 +70,7 @@ const DENIED_MENTIONS: Record<string, string[]> = {
   "host-network.pod.json": ["hostNetwork: true", "7443", "9464"],
   "invalid-inject-value.pod.json": ["shardcar.io/inject", '"yes"', '"true" and "false"'],
   "invalid-resources-missing.pod.json": ["missing shardcar.io/resources", "e.g."],
-  "invalid-resources-key.pod.json": ["shardcar.io/resources", '"guestbooks.webapp.my.domain=name"', "uid or namespace"],
+  "invalid-resources-key.pod.json": ["shardcar.io/resources", '"guestbooks.webapp.my.domain=name"', "uid, namespace or owner"],
   "invalid-resources-empty-entry.pod.json": ["shardcar.io/resources", '"guestbooks.webapp.my.domain,,pods"', "empty entry", "allowed:"],
   "invalid-resources-name.pod.json": ["shardcar.io/resources", '"Guestbook"', "allowed:"],
   "invalid-shards.pod.json": ["shardcar.io/shards", '"3"', "ring, i/N", "ordinal/N", "shardRange"],

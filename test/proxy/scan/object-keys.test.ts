@@ -12,7 +12,7 @@ import type { Transform } from "node:stream";
 import { createJsonListTap, createJsonWatchTap } from "../../../src/proxy/scan/json-tap.ts";
 import { createJsonListFilter } from "../../../src/proxy/scan/json-list-filter.ts";
 import { createJsonWatchFilter } from "../../../src/proxy/scan/json-watch-filter.ts";
-import type { ObjectKey } from "../../../src/proxy/scan/object-key.ts";
+import { slotOfBytes, type ObjectKey } from "../../../src/proxy/scan/object-key.ts";
 import { createProtoListFilter } from "../../../src/proxy/scan/proto-list-filter.ts";
 import { lenHeader } from "../../../src/proxy/scan/proto-wire.ts";
 import { createProtoListTap, createProtoWatchTap } from "../../../src/proxy/scan/proto-tap.ts";
@@ -20,7 +20,7 @@ import { createProtoWatchFilter } from "../../../src/proxy/scan/proto-watch-filt
 import type { DeliveredObject, Tap, TapSink } from "../../../src/proxy/scan/tap.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
 import { FULL_RANGE, HashMatcher, makeRange, split, type Range } from "../../../src/shard/range.ts";
-import { slotLabelKey } from "../../../src/shard/slots.ts";
+import { parseSlot, slotLabelKey } from "../../../src/shard/slots.ts";
 import { slotRange } from "../../../src/shard/table.ts";
 import {
   expectedPoint,
@@ -394,4 +394,20 @@ t.test("protobuf: a key field with the wrong wire type fails closed", async (t) 
   const raw11 = Buffer.concat([Buffer.from([0x0a, 0x00, 0x12, pod11.length]), pod11]);
   const r11 = await runTransform(labels, [Buffer.concat([Buffer.from([0x6b, 0x38, 0x73, 0x00]), Buffer.from(pb.Unknown.encode(pb.Unknown.create({ typeMeta: { apiVersion: "v1", kind: "PodList" }, raw: raw11 })).finish())])]);
   t.match(r11.error?.message, /labels has wire type 0/);
+});
+
+t.test("a slot label's bytes are read exactly as parseSlot reads its text", async (t) => {
+  const r = rng(5);
+  const alphabet = "0123456789-+ ex";
+  let disagree = 0;
+  const tried = ["0", "00", "1", "01", "255", "256", "1023", "1024", "9999", "10000", "", "-0", "+1", " 1", "1 ", "1e2"];
+  for (let i = 0; i < 5000; i++) tried.push(Array.from({ length: 1 + Math.floor(r() * 5) }, () => alphabet[Math.floor(r() * alphabet.length)]).join(""));
+  for (const slotCount of [1, 10, 256, 1024]) {
+    for (const text of tried) {
+      const b = Buffer.from(text);
+      const want = parseSlot(text, slotCount) ?? -1;
+      if (slotOfBytes(b, 0, b.length, slotCount) !== want) disagree++;
+    }
+  }
+  t.equal(disagree, 0, `${tried.length} texts, 4 slot counts`);
 });
