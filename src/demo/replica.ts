@@ -5,6 +5,7 @@
  */
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
+import type { ProxyFiltering } from "../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../proxy/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { FallbackPolicy } from "../proxy/server.ts";
@@ -21,6 +22,8 @@ export interface ReplicaOptions {
   readonly resources: readonly ShardedResource[];
   readonly ownership: OwnershipSource;
   readonly fallback?: FallbackPolicy;
+  /** How the apiserver is asked to filter; default shardselector. */
+  readonly filtering?: ProxyFiltering;
   readonly logger: Logger;
   /** Bearer token the "controller" presents; the proxy must forward it unchanged. */
   readonly token?: string;
@@ -66,6 +69,7 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
     resources: opts.resources,
     ownership: opts.ownership,
     fallback: opts.fallback ?? "filter",
+    ...(opts.filtering === undefined ? {} : { filtering: opts.filtering }),
     syntheticDeletes: opts.syntheticDeletes ?? !(opts.ownership instanceof StaticOwnership),
     waitForRangesMs,
     logger: opts.logger.child({ replica: opts.name }),

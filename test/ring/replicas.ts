@@ -16,6 +16,7 @@ import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
 import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
 import { RingMember } from "../../src/ring/member.ts";
+import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
 import { cacheContents, expectedShard } from "../support/cluster.ts";
 import { memberClient, NS, RingEnv, TIMINGS, until } from "./harness.ts";
 
@@ -46,6 +47,10 @@ export interface ReplicaRingOptions {
   readonly handoff?: "overlap" | "exclusive";
   /** Called for every replica once its proxy and informer run, before its member joins the ring. */
   readonly onReplica?: (name: string, r: RingReplica) => void;
+  /** How each member's proxy asks the server to filter (labels mode reads the slot count from the member); default shardselector. */
+  readonly filtering?: (member: RingMember) => ProxyFiltering;
+  /** The ShardRing's slot count, when it is created up front (with `handoff`). Default 256. */
+  readonly slots?: number;
 }
 
 export class ReplicaRing {
@@ -54,18 +59,20 @@ export class ReplicaRing {
   readonly replicas = new Map<string, RingReplica>();
   readonly #resources: readonly ShardedResource[] = parseResources("pods");
   readonly #onReplica: ((name: string, r: RingReplica) => void) | undefined;
+  readonly #filtering: ((member: RingMember) => ProxyFiltering) | undefined;
   readonly #samplers = new Set<NodeJS.Timeout>();
 
-  private constructor(env: RingEnv, onReplica: ((name: string, r: RingReplica) => void) | undefined) {
+  private constructor(env: RingEnv, opts: ReplicaRingOptions) {
     this.env = env;
-    this.#onReplica = onReplica;
+    this.#onReplica = opts.onReplica;
+    this.#filtering = opts.filtering;
   }
 
   /** devapi with `pods` seeded pods and a running coordinator; stopped at `t`'s teardown. */
   static async start(t: Test, opts: ReplicaRingOptions): Promise<ReplicaRing> {
-    const ring = new ReplicaRing(await RingEnv.start(opts.ring), opts.onReplica);
+    const ring = new ReplicaRing(await RingEnv.start(opts.ring), opts);
     t.teardown(() => ring.stop());
-    if (opts.handoff !== undefined) ring.env.createRing({ handoff: opts.handoff, slots: 256 });
+    if (opts.handoff !== undefined) ring.env.createRing({ handoff: opts.handoff, slots: opts.slots ?? 256 });
     seedPods(ring.env.api, { count: opts.pods, namespaces: opts.namespaces });
     ring.env.startCoordinator();
     return ring;
@@ -78,7 +85,8 @@ export class ReplicaRing {
    */
   async add(name: string, opts: { upstreamUrl?: string } = {}): Promise<void> {
     const member = new RingMember({ client: memberClient(this.env.api.url), namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
-    const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger() });
+    const filtering = this.#filtering?.(member);
+    const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger(), ...(filtering === undefined ? {} : { filtering }) });
     const r = { member, replica };
     this.replicas.set(name, r);
     this.#onReplica?.(name, r);
