@@ -41,6 +41,12 @@ const IDENTITY_BYTES = 256;
 export class ProtoKeyReader {
   readonly result = new KeyResult();
   readonly key: ObjectKey;
+  /**
+   * Bit `f` is set for each ObjectMeta field number `f` that {@link field}
+   * reads: the caller skips the rest without a call (most of ObjectMeta's
+   * fields, on the hot path).
+   */
+  readonly fields: number;
   readonly #slots: SlotStarts | undefined;
   readonly #slotCount: number;
   readonly #label: Buffer;
@@ -66,6 +72,14 @@ export class ProtoKeyReader {
     this.#slots = isSlotKey(key) ? SlotStarts.of(key.slotCount) : undefined;
     this.#slotCount = isSlotKey(key) ? key.slotCount : 0;
     this.#label = Buffer.from(isSlotKey(key) ? key.label : "", "utf8");
+    const bit = (f: number): number => 1 << f;
+    this.fields = isSlotKey(key)
+      ? bit(META_LABELS) | bit(META_NAME) | bit(META_NAMESPACE)
+      : key === "uid"
+        ? bit(META_UID)
+        : key === "namespace"
+          ? bit(META_NAMESPACE)
+          : bit(META_UID) | bit(META_OWNER_REFERENCES);
   }
 
   begin(): void {

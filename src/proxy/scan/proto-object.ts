@@ -70,7 +70,7 @@ export class ObjectScan {
         } else if (f === META_ANNOTATIONS && wantAnnotations) {
           if (m.wire !== WIRE_LEN) throw wrongWire("metadata.annotations", m);
           this.readAnnotation(buf, m.valueStart, m.valueEnd, base, depth + 2);
-        } else key.field(m, buf);
+        } else if (f < 31 && (key.fields & (1 << f)) !== 0) key.field(m, buf);
       }
     }
     key.finish();

@@ -32,7 +32,7 @@ interface Meta {
 function readObjectMeta(buf: Uint8Array, start: number, end: number, into: Meta, r: WireReader, key: ProtoKeyReader): void {
   r.reset(buf, start, end);
   while (r.next()) {
-    key.field(r, buf);
+    if (r.field < 31 && (key.fields & (1 << r.field)) !== 0) key.field(r, buf);
     if (r.wire !== WIRE_LEN) continue;
     if (r.field === META_NAME) into.name = str(buf, r.valueStart, r.valueEnd);
     else if (r.field === META_NAMESPACE) into.namespace = str(buf, r.valueStart, r.valueEnd);
