@@ -57,6 +57,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "p5-scale", file: "macro/p5-scale.ts", kind: "macro", covers: ["P5"], summary: "N = 1, 2, 4, 8 client-node informers behind proxies, gate on / off / no proxy: bytes, objects, heap, RSS", timeoutS: [150, 3600] },
   { name: "p6-idle", file: "macro/p6-idle.ts", kind: "macro", covers: ["P6"], summary: "idle `shardcar proxy` process, static shards and ring mode: RSS and spawn-to-/readyz vs a bare node http server", timeoutS: [90, 600] },
   { name: "p7-scale-out", file: "macro/p7-scale-out.ts", kind: "macro", covers: ["P7"], summary: "ring scale-out by one member: full relists and convergence vs lease duration + one list", timeoutS: [120, 900] },
+  { name: "p8-labels", file: "macro/p8-labels.ts", kind: "macro", covers: ["P8"], summary: "N = 1, 2, 4, 8 informers behind proxies in labels mode with the gate off, next to shardselector mode with the gate on: upstream bytes per proxy", timeoutS: [150, 3600] },
 ];
 
 export type RunStatus = "ok" | "failed" | "missing";

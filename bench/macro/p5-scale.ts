@@ -38,11 +38,19 @@ import { benchTls, type BenchTls } from "../support/tls.ts";
 
 const CONTROLLER = fileURLToPath(new URL("../support/controller-child.ts", import.meta.url));
 const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
-const MB = 1e6;
+export const MB = 1e6;
 /** design.md P5: at most 10% over an even share. */
-const SLACK = 1.1;
+export const SLACK = 1.1;
 
-type Mode = "on" | "off" | "none";
+/**
+ * on / off: shardselector mode, the gate on or off; none: no proxy;
+ * labels: labels mode (`--filter labels`, the slot label of ring
+ * {@link LABELS_RING}) against a gate-off server (P8, bench/macro/p8-labels.ts).
+ */
+export type Mode = "on" | "off" | "none" | "labels";
+
+/** The ring whose slot label P8's devapi writes on every pod. */
+export const LABELS_RING = "bench";
 
 export interface ReplicaFigures {
   readonly objects: number;
@@ -69,7 +77,7 @@ const envStr = (name: string): string | undefined => {
   return v === undefined || v === "" ? undefined : v;
 };
 
-async function startProxyProc(i: number, n: number, upstream: string, tls: BenchTls): Promise<ProxyProc> {
+async function startProxyProc(i: number, n: number, upstream: string, tls: BenchTls, mode: Mode): Promise<ProxyProc> {
   const child = start(`proxy-${i}/${n}`, process.execPath, [
     CLI,
     "proxy",
@@ -91,6 +99,7 @@ async function startProxyProc(i: number, n: number, upstream: string, tls: Bench
     tls.keyFile,
     "--log-level",
     "info",
+    ...(mode === "labels" ? ["--filter", "labels", "--ring", LABELS_RING] : []),
   ]);
   const m = await child.waitLine(/"msg":"proxy ready"/, 60_000);
   const line = JSON.parse(m.input) as { url?: string; admin?: string };
@@ -111,10 +120,10 @@ async function proxyStats(p: ProxyProc): Promise<ProxyStats> {
 }
 
 /** Runs one configuration: N replicas in `mode`, churn, convergence, figures. */
-async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl: string, uids: readonly string[], tls: BenchTls, churn: { count: number; rate: number; seed: number }): Promise<ReplicaFigures[]> {
-  await ask(devapi, { type: "gate", mode: mode === "off" ? "off" : "on" }, "gate", 10_000);
+export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl: string, uids: readonly string[], tls: BenchTls, churn: { count: number; rate: number; seed: number }): Promise<ReplicaFigures[]> {
+  await ask(devapi, { type: "gate", mode: mode === "off" || mode === "labels" ? "off" : "on" }, "gate", 10_000);
   const matchers = Array.from({ length: n }, (_, i) => new HashMatcher([shardRange(i, n)]));
-  const proxies: ProxyProc[] = mode === "none" ? [] : await Promise.all(matchers.map((_, i) => startProxyProc(i, n, devapiUrl, tls)));
+  const proxies: ProxyProc[] = mode === "none" ? [] : await Promise.all(matchers.map((_, i) => startProxyProc(i, n, devapiUrl, tls, mode)));
   const controllers: Child[] = [];
   try {
     const synced = await Promise.all(
@@ -165,10 +174,10 @@ async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl: string
   }
 }
 
-const maxOf = (xs: readonly number[]): number => xs.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
-const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+export const maxOf = (xs: readonly number[]): number => xs.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
+export const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 const r1 = (x: number): number => Math.round(x * 10) / 10;
-const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+export const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
 export const bench: Bench = async ({ quick }) => {
   const pods = Number(envStr("P5_PODS") ?? (quick ? 2_000 : 20_000));
@@ -176,16 +185,12 @@ export const bench: Bench = async ({ quick }) => {
   // filter that stops filtering or a fast path that stops being taken.
   const ns = (envStr("P5_NS") ?? (quick ? "4" : "1,2,4,8")).split(",").map(Number);
   const churn = { count: Number(envStr("P5_CHURN") ?? (quick ? 100 : 1_000)), rate: Number(envStr("P5_CHURN_RATE") ?? 200), seed: 1 };
-  const tls = await benchTls("p5");
-  const devapi = forkTs("devapi", DEVAPI, ["--pods", String(pods), "--cert", tls.certFile, "--key", tls.keyFile]);
-  try {
-    const ready = await ask<{ url: string; pods: number; bytes: number }>(devapi, { type: "" }, "ready", 300_000);
-    const { uids } = await ask<{ uids: string[] }>(devapi, { type: "inventory" }, "inventory", 60_000);
+  return withScaleDevapi("p5", ["--pods", String(pods)], async ({ devapi, url, uids, tls }) => {
     const results: BenchResult[] = [];
     for (const n of ns) {
-      const figs: Record<Mode, ReplicaFigures[]> = { none: [], on: [], off: [] };
+      const figs: Record<"none" | "on" | "off", ReplicaFigures[]> = { none: [], on: [], off: [] };
       for (const mode of ["none", "on", "off"] as const) {
-        figs[mode] = await runConfig(n, mode, devapi, ready.url, uids, tls, { ...churn, seed: churn.seed + n });
+        figs[mode] = await runConfig(n, mode, devapi, url, uids, tls, { ...churn, seed: churn.seed + n });
       }
       // total: what one controller receives when it lists and watches everything.
       const total = mean(figs.none.map((f) => f.bytesToController));
@@ -261,12 +266,27 @@ export const bench: Bench = async ({ quick }) => {
       }
     }
     return results;
+  });
+};
+
+/**
+ * Runs `fn` against a devapi process (bench/support/scale-devapi.ts, `args`
+ * besides its TLS) seeded and ready, with the bench CA; stops every child
+ * and removes the CA whatever happens.
+ */
+export async function withScaleDevapi<T>(name: string, args: readonly string[], fn: (env: { devapi: Child; url: string; uids: readonly string[]; tls: BenchTls }) => Promise<T>): Promise<T> {
+  const tls = await benchTls(name);
+  const devapi = forkTs("devapi", DEVAPI, [...args, "--cert", tls.certFile, "--key", tls.keyFile]);
+  try {
+    const ready = await ask<{ url: string; pods: number; bytes: number }>(devapi, { type: "" }, "ready", 300_000);
+    const { uids } = await ask<{ uids: string[] }>(devapi, { type: "inventory" }, "inventory", 60_000);
+    return await fn({ devapi, url: ready.url, uids, tls });
   } finally {
     if (devapi.proc.connected) devapi.proc.send({ type: "exit" });
     await stopAll();
     tls.remove();
   }
-};
+}
 
 if (import.meta.main) {
   const results = await bench({ quick: process.argv.includes("--quick") });

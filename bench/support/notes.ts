@@ -65,6 +65,10 @@ const p7 = `**How it is measured.** M replicas (real \`shardcar proxy --shards r
 
 **Seen while building this bench, fixed since by the proxy's owner.** A member could narrow without its cache being relisted when the range change fell between an informer's LIST and the WATCH it resumes from it: the proxy ended only the watches open at that instant, and the resumed watch kept the wider list's objects for good (P7 then never settled). The proxy now answers a watch that resumes from a list served under older ranges with 410 (commit 99b248e).`;
 
+const p8 = `**How it is measured.** P5's machinery (\`runConfig\` in bench/macro/p5-scale.ts: a \`shardcar proxy\` and a client-node controller process per replica, TLS on every hop, churn, figures once every cache caught up), against a devapi whose pods all carry \`shard.shardcar.io/bench\` set to the slot of their uid (256 slots, computed with src/shard/slots.ts, as the webhook writes it). Labels mode runs \`--filter labels --ring bench --shards i/N\` with the gate **off**; the row next to it is shardselector mode with the gate on; \`total\` is one controller without a proxy, measured once (it does not depend on N). A run fails when any cache does not hold exactly its shard.
+
+**What it shows.** With the gate off, shardselector mode reads 1.0× of total per proxy (P5, "the price of fallback"); labels mode reads the same 1/N as shardselector mode with the gate on, because the apiserver applies the label selector \`shard.shardcar.io/bench in (…)\` on every version. The cost is on the write side: every object needs the label (the manager's webhook and backfill, docs/operations.md), and the proxy still scans every list item and watch event to check it (the filter path, P3/P4 speeds), since a label selector carries no \`shardInfo\` to vouch for a fast path.`;
+
 const profile = `Tools: \`node bench/support/profile-proxy.ts [--path …]\` (a \`shardcar proxy\` process under \`--cpu-prof\` with closed-loop load; prints self and inclusive time by function), \`node bench/support/proxy-cost.ts before=<dist/cli/bin.js> after=<…> bare\` (proxy CPU per request, builds alternating). Before/after figures below are from those tools, each change in its own commit.
 
 | change | what the profile showed | before → after (proxy CPU per request, min / median) | commit |
@@ -80,7 +84,7 @@ Candidates from the issue that the profiles ruled out, so nothing was changed:
 
 export const NOTES: Notes = {
   summary,
-  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P6: p6, P7: p7 },
+  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P6: p6, P7: p7, P8: p8 },
   pending: {
     P7: "Pending: the ring is not integrated with the proxy yet.",
   },

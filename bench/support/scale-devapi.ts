@@ -3,7 +3,9 @@
  * bench CA, seeded with pods of realistic and varied size (2–6 KB, five
  * equal buckets, spread over six namespaces), and churn on request.
  *
- * Args: `--pods N --cert FILE --key FILE [--gate on|off]`.
+ * Args: `--pods N --cert FILE --key FILE [--gate on|off] [--slot-label KEY
+ * --slot-count S]`; with a slot label every pod carries it, set to the slot
+ * of its uid (src/shard/slots.ts), as labels mode's webhook would.
  * Prints nothing on stdout; sends `{ type: "ready", url, pods, bytes }`.
  *
  * Messages:
@@ -19,6 +21,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { seedPods, startDevApi, isGateMode } from "../../src/devapi/index.ts";
+import { formatSlot, slotOfValue } from "../../src/shard/slots.ts";
 
 export interface ChurnReply {
   readonly type: "churned";
@@ -44,7 +47,7 @@ function rng(seed: number): () => number {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({ options: { pods: { type: "string" }, cert: { type: "string" }, key: { type: "string" }, gate: { type: "string" } } });
+  const { values } = parseArgs({ options: { pods: { type: "string" }, cert: { type: "string" }, key: { type: "string" }, gate: { type: "string" }, "slot-label": { type: "string" }, "slot-count": { type: "string" } } });
   const pods = Number(values.pods ?? "2000");
   const gate = values.gate ?? "on";
   if (!isGateMode(gate)) throw new Error(`bad --gate ${gate}`);
@@ -59,6 +62,11 @@ if (import.meta.main) {
     const r = seedPods(api, { count, namespaces: NAMESPACES, podBytes, prefix: `pod-${podBytes / 1024}k-` });
     r.names.forEach((n, i) => names.push([r.namespaces[i % r.namespaces.length] ?? "ns-0", n]));
   });
+  const label = values["slot-label"];
+  if (label !== undefined) {
+    const slotCount = Number(values["slot-count"] ?? "256");
+    for (const p of api.store.list("pods")) api.store.patch("pods", p.metadata?.namespace, p.metadata?.name ?? "", { metadata: { labels: { [label]: formatSlot(slotOfValue(p.metadata?.uid ?? "", slotCount)) } } });
+  }
   const uids = api.store.list("pods").map((p) => p.metadata?.uid ?? "");
   const bytes = api.store.list("pods").reduce((n, p) => n + JSON.stringify(p).length, 0);
 
