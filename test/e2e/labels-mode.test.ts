@@ -110,6 +110,18 @@ t.test("labels mode, gate off: each proxy reads about 1/N of the bytes, caches e
   t.ok((after[0]?.syntheticDeletes ?? 0) > 0, `it sent synthetic DELETEDs for the slots it gave up (${after[0]?.syntheticDeletes ?? 0})`);
   t.ok((after[1]?.forcedRelists ?? 0) > (before[1]?.forcedRelists ?? 0) && (after[1]?.lists ?? 0) > (before[1]?.lists ?? 0), "the growing member relisted under its new slots");
   t.ok(await eventually(() => owners[0]?.applied.includes(2) === true && owners[1]?.applied.includes(2) === true, 10_000), "both report generation 2 applied");
+  // The canary's question (`/debug/shardcar?key=<uid>`), answered by slot in labels mode.
+  createPod(api, random, "canary");
+  const uid = api.store.list("pods").find((p) => p.metadata?.name === "canary")?.metadata?.uid ?? "";
+  const slot = slotOfValue(uid, SLOTS);
+  const owner = current().findIndex((s) => s.includes(slot));
+  t.ok(await eventually(() => [...(replicas[owner]?.cache("pods") ?? [])].some((id) => id.endsWith(`@${uid}`)), 10_000), "the canary reached its owner's cache by a watch event");
+  const asked = await Promise.all(replicas.slice(0, N).map(async (r) => ((await (await fetch(`${r.proxy.adminUrl ?? ""}/debug/shardcar?key=${uid}`)).json()) as { delivered?: { pods?: boolean } }).delivered?.pods));
+  t.same(
+    asked,
+    asked.map((_, i) => i === owner),
+    `only the owner of slot ${slot} (r${owner}) says its watch delivered the new pod`,
+  );
   const unlabelled = await Promise.all(replicas.map(async (r) => (await (await fetch(`${r.proxy.adminUrl ?? ""}/metrics`)).text()).match(/^shardcar_proxy_unlabelled_total\{[^}]*\} (\d+)/m)?.[1] ?? "0"));
   t.same(unlabelled, replicas.map(() => "0"), "no unlabelled object reached a proxy: the server left them out");
 });
