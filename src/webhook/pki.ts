@@ -66,7 +66,7 @@ export async function createLocalCa(commonName: string, now: Date, validityMs: n
     },
     crypto,
   );
-  const certPem = caCert.toString("pem");
+  const certPem = pemText(caCert.toString("pem"));
   return {
     certPem,
     async issue(opts) {
@@ -98,7 +98,7 @@ export async function createLocalCa(commonName: string, now: Date, validityMs: n
         crypto,
       );
       const pkcs8 = await crypto.subtle.exportKey("pkcs8", leafKeys.privateKey);
-      return { key: x509.PemConverter.encode(pkcs8, "PRIVATE KEY"), cert: leaf.toString("pem") };
+      return { key: pemText(x509.PemConverter.encode(pkcs8, "PRIVATE KEY")), cert: pemText(leaf.toString("pem")) };
     },
   };
 }
@@ -156,6 +156,17 @@ export function keyMatchesCertificate(keyPem: string, certPem: string): boolean 
   } catch {
     return false;
   }
+}
+
+/**
+ * PEM as files hold it: ending in a newline. @peculiar/x509 ends on the
+ * `-----END ...-----` line itself, so two of its certificates concatenated
+ * into a bundle put END and BEGIN on one line, which Go's encoding/pem
+ * refuses: the apiserver then cannot load a caBundle made that way ("unable
+ * to parse bytes as PEM block") and fails every call to the webhook.
+ */
+function pemText(pem: string): string {
+  return pem.endsWith("\n") ? pem : `${pem}\n`;
 }
 
 /** A positive 128-bit serial (RFC 5280 §4.1.2.2 allows up to 20 octets). */

@@ -80,6 +80,14 @@ t.test("a renewal keeps the previous CA while it is valid, and drops expired one
   t.equal(splitPemBundle(later["ca.crt"]).length, 2, "the CA that expired in the meantime is gone");
 });
 
+t.test("a renewed ca.crt puts every certificate on lines of its own, as Go's encoding/pem (the apiserver loading caBundle) requires", async (t) => {
+  const old = await issueWebhookCertificates(undefined, NAMES, new Date(NOW.getTime() - 250 * DAY));
+  const renewed = await issueWebhookCertificates(old, NAMES, NOW);
+  const block = "-----BEGIN CERTIFICATE-----\n(?:[A-Za-z0-9+/=]+\n)+-----END CERTIFICATE-----\n";
+  t.match(renewed["ca.crt"], new RegExp(`^(?:${block}){2}$`), "two whole PEM blocks, each ending in a newline");
+  t.match(renewed["tls.crt"], new RegExp(`^${block}$`), "the serving certificate too");
+});
+
 t.test("caBundlePatch guards each change with a test of the webhook's name, and is empty when nothing differs", async (t) => {
   const bundle = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
   const b64 = Buffer.from(bundle).toString("base64");
