@@ -9,6 +9,7 @@ import { createServer as createHttpsServer } from "node:https";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { silentLogger } from "../../src/log.ts";
 import { startInjectedMode, type InjectedMode, type InjectedModeOptions } from "../../src/proxy/injected/index.ts";
+import { POD_TLS_DIR } from "../../src/proxy/injected/pod-tls.ts";
 import { createLocalCa, isSignedBy, splitPemBundle } from "../../src/webhook/pki.ts";
 
 const CLUSTER_CA = (await createLocalCa("kubernetes", new Date(), 3600_000)).certPem;
@@ -96,7 +97,7 @@ t.test("writes token, namespace and ca.crt into the shared dir and is ready once
   t.equal(await read(f.shared, "token"), "token-1");
   t.equal(await read(f.shared, "namespace"), "controllers");
   t.ok((await read(f.shared, "ca.crt")).includes(CLUSTER_CA.trim()));
-  t.same((await readdir(f.shared)).sort(), ["ca.crt", "namespace", "token"], "no kubeconfig unless asked, no temporary files left");
+  t.same((await readdir(f.shared)).sort(), [POD_TLS_DIR, "ca.crt", "namespace", "token"], "no kubeconfig unless asked, no temporary files left");
   t.equal((await stat(join(f.shared, "token"))).mode & 0o777, 0o644, "readable by an app running as another user");
 });
 
@@ -104,7 +105,7 @@ t.test("is not ready while the real service-account files are missing, and becom
   const f = await fixture(t, { writeReal: false });
   const mode = await f.start();
   t.equal(mode.ready, false);
-  t.same(await readdir(f.shared), [], "nothing written without a real token");
+  t.same((await readdir(f.shared)).filter((n) => n !== POD_TLS_DIR), [], "nothing for the apps written without a real token");
   await f.real.write({ token: "late-token", namespace: "controllers" });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(mode.ready, false, "still not ready without the cluster ca.crt");
@@ -218,6 +219,36 @@ t.test("writes a kubeconfig only when asked, pointing at the proxy with app-side
   t.equal(kc.getContextObject(kc.getCurrentContext())?.namespace, "controllers");
   t.match(text, /tokenFile: "\/var\/run\/secrets\/kubernetes.io\/serviceaccount\/token"/, "client-go re-reads a tokenFile after rotation");
   t.notMatch(text, /token-1/, "the token itself is never inlined");
+});
+
+t.test("a restarted sidecar serves the pod CA and certificate of its first start, so clients that loaded ca.crt keep verifying it", async (t) => {
+  const f = await fixture(t);
+  const first = await f.start();
+  const appCa = await read(f.shared, "ca.crt");
+  await first.close();
+  const second = await f.start();
+  t.equal(second.caCert, first.caCert, "the same pod CA");
+  t.equal(second.tls.cert, first.tls.cert, "the same serving certificate");
+  t.equal(second.tls.key, first.tls.key, "and key");
+  t.equal(await read(f.shared, "ca.crt"), appCa, "ca.crt is unchanged");
+  const state = join(f.shared, POD_TLS_DIR);
+  t.equal((await stat(state)).mode & 0o777, 0o700, "the state directory is the sidecar's alone");
+  t.equal((await stat(join(state, "tls.key"))).mode & 0o777, 0o600, "and so is the key");
+  t.same((await readdir(state)).sort(), ["ca.crt", "tls.crt", "tls.key"], "no CA key is ever stored, no temporary files left");
+});
+
+t.test("stored pod TLS state that does not verify is replaced by a fresh CA, and ca.crt follows it", async (t) => {
+  const f = await fixture(t);
+  const first = await f.start();
+  await first.close();
+  const other = await (await createLocalCa("someone else", new Date(), 3600_000)).issue({ commonName: "x", names: ["127.0.0.1", "localhost"], now: new Date(), validityMs: 3600_000 });
+  await writeFile(join(f.shared, POD_TLS_DIR, "tls.key"), other.key);
+  const second = await f.start();
+  t.not(second.caCert, first.caCert, "a new pod CA");
+  t.ok(isSignedBy(second.tls.cert, second.caCert), "whose certificate it serves");
+  t.equal(splitPemBundle(await read(f.shared, "ca.crt"))[0], second.caCert, "and ca.crt names it");
+  const third = await f.start();
+  t.equal(third.caCert, second.caCert, "which the next start keeps");
 });
 
 t.test("close is idempotent and stops polling; an aborted signal closes too", async (t) => {

@@ -18,17 +18,21 @@
  *
  * Every file is written to a temporary name and renamed into place, so an app
  * never reads a half-written token. The pod CA's private key is created
- * non-extractable, signs the one serving certificate and is then dropped.
+ * non-extractable, signs the one serving certificate and is then dropped;
+ * the CA certificate and the serving key and certificate stay in the
+ * emptyDir for the pod's life, so a restarted sidecar serves what the apps
+ * already trust (pod-tls.ts).
  *
  * Never touches `process`; stops when `signal` aborts or `close()` is called.
  *
  * @packageDocumentation
  */
 import { randomBytes } from "node:crypto";
-import { readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../../log.ts";
-import { createLocalCa, type TlsMaterial } from "../../webhook/pki.ts";
+import type { TlsMaterial } from "../../webhook/pki.ts";
+import { loadOrCreatePodTls, readOptional } from "./pod-tls.ts";
 
 /** The service-account directory every in-cluster client reads. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -68,8 +72,9 @@ export interface InjectedMode {
 }
 
 // The pod CA and its one certificate live as long as the pod, which has no
-// upper bound; ten years is "longer than any pod", and the key never leaves
-// this process, so a long life costs nothing.
+// upper bound; ten years is "longer than any pod". The CA's key never leaves
+// the first sidecar process and the serving key never leaves the pod's
+// memory-backed emptyDir, so a long life costs nothing.
 const POD_CA_VALIDITY_MS = 10 * 365 * 24 * 3600_000;
 
 /**
@@ -84,9 +89,9 @@ export async function startInjectedMode(opts: InjectedModeOptions): Promise<Inje
   const pollMs = opts.pollIntervalMs ?? 1000;
   const { logger } = opts;
 
-  const now = new Date();
-  const ca = await createLocalCa("shardcar pod-local CA", now, POD_CA_VALIDITY_MS);
-  const tls = await ca.issue({ commonName: opts.listenHost, names: ["127.0.0.1", "localhost"], now, validityMs: POD_CA_VALIDITY_MS });
+  // Kept in the shared emptyDir across sidecar restarts (pod-tls.ts): the
+  // apps' clients loaded ca.crt once and must keep verifying the proxy.
+  const { tls, caCert } = await loadOrCreatePodTls(opts.sharedDir, opts.listenHost, POD_CA_VALIDITY_MS, new Date(), logger);
 
   let ready = false;
   let warnedMissing = false;
@@ -107,7 +112,7 @@ export async function startInjectedMode(opts: InjectedModeOptions): Promise<Inje
     const files = new Map<string, string>([
       ["token", token],
       ["namespace", namespace],
-      ["ca.crt", `${ensureNewline(ca.certPem)}${ensureNewline(clusterCa)}`],
+      ["ca.crt", `${ensureNewline(caCert)}${ensureNewline(clusterCa)}`],
     ]);
     if (opts.writeKubeconfig) files.set("kubeconfig", kubeconfig(`https://${opts.listenHost}:${opts.listenPort}`, appDir, namespace.trim()));
     return files;
@@ -181,21 +186,12 @@ export async function startInjectedMode(opts: InjectedModeOptions): Promise<Inje
 
   return {
     tls,
-    caCert: ca.certPem,
+    caCert,
     get ready() {
       return ready;
     },
     close,
   };
-}
-
-async function readOptional(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, "utf8");
-  } catch (e) {
-    if (e instanceof Error && "code" in e && (e.code === "ENOENT" || e.code === "ENOTDIR")) return undefined;
-    throw e;
-  }
 }
 
 function ensureNewline(pem: string): string {
