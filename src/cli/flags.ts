@@ -33,8 +33,8 @@ export function intFlag(flag: string, value: string | undefined, fallback: numbe
 /** Parses a duration like `500ms`, `10s`, `2m` into milliseconds. */
 export function durationFlag(flag: string, value: string | undefined, fallbackMs: number): number {
   if (value === undefined) return fallbackMs;
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(value);
-  if (!m) throw new UsageError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected a duration like 500ms, 10s or 2m`);
-  const unit = m[2] === "ms" ? 1 : m[2] === "s" ? 1000 : 60_000;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(value);
+  if (!m) throw new UsageError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected a duration like 500ms, 10s, 2m or 8760h`);
+  const unit = m[2] === "ms" ? 1 : m[2] === "s" ? 1000 : m[2] === "m" ? 60_000 : 3_600_000;
   return Number(m[1]) * unit;
 }

@@ -42,6 +42,9 @@ const bad: Array<[string, string[], RegExp]> = [
   ["bad --image-pull-policy", ["--image", "x", "--image-pull-policy", "always"], /invalid --image-pull-policy "always"/],
   ["bad --namespace", ["--image", "x", "--namespace", "Shardcar"], /invalid --namespace "Shardcar"/],
   ["too short --cert-resync", ["--image", "x", "--cert-resync", "10ms"], /invalid --cert-resync "10ms": at least 1s/],
+  ["bad --cert-validity", ["--image", "x", "--cert-validity", "a year"], /invalid --cert-validity "a year": expected a duration/],
+  // Renewal starts with a third left: a check every minute must fall in it.
+  ["--cert-validity too short for --cert-resync", ["--image", "x", "--cert-validity", "3m"], /invalid --cert-validity "3m": a third of it must be longer than --cert-resync/],
 ];
 for (const [name, argv, message] of bad) {
   t.test(`${name}: exits 2 with a message naming the flag`, async (t) => {
@@ -60,15 +63,18 @@ t.test("cert-manager mode: starts from the mounted certificate, admits a pod ove
 
   const ac = new AbortController();
   const c = io(ac.signal);
-  const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--no-rings", "--metrics-listen", "off", "--log-level", "warn"], c.io);
+  const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--no-rings", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn"], c.io);
   const deadline = Date.now() + 5000;
   let port: number | undefined;
-  while (port === undefined && Date.now() < deadline) {
+  let metricsPort: number | undefined;
+  while ((port === undefined || metricsPort === undefined) && Date.now() < deadline) {
     const m = /serving the webhook on https:\/\/127\.0\.0\.1:(\d+)/.exec(c.out());
+    const mm = /metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(c.out());
     if (m) port = Number(m[1]);
-    else await new Promise((r) => setTimeout(r, 10));
+    if (mm) metricsPort = Number(mm[1]);
+    if (port === undefined || metricsPort === undefined) await new Promise((r) => setTimeout(r, 10));
   }
-  if (port === undefined) {
+  if (port === undefined || metricsPort === undefined) {
     t.fail(`manager did not start: ${c.out()} ${c.err()}`);
     ac.abort();
     return;
@@ -91,6 +97,8 @@ t.test("cert-manager mode: starts from the mounted certificate, admits a pod ove
   t.equal(review.response.uid, "manager-e2e");
   t.equal(review.response.allowed, true);
   t.equal(review.response.patchType, "JSONPatch", "the pod was injected");
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  t.match(metrics, /^shardcar_inject_webhook_reviews_total\{result="injected",reason=""\} 1$/m, "and /metrics counted one injection");
   ac.abort();
   t.equal(await exit, 0, "exits 0 on SIGTERM");
 });

@@ -9,6 +9,7 @@ import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
 import { readOwnImage } from "../../webhook/own-image.ts";
 import {
+  DEFAULT_CERT_POLICY,
   FileCertificates,
   SelfManagedCertificates,
   defaultInjectorConfig,
@@ -58,6 +59,8 @@ Flags:
   --cert-dir DIR            tls.crt and tls.key in cert-manager mode
                             (default /var/run/shardcar/webhook-certs)
   --cert-resync D           how often to re-check certificates and caBundle (default 1m)
+  --cert-validity D         self mode: lifetime of each CA and serving certificate, renewed
+                            with a third left (default 8760h); a third must exceed --cert-resync
   --namespace NS            the manager's namespace; never injected (default shardcar-system)
   --service NAME            the webhook Service, for certificate names (default shardcar-webhook)
   --secret NAME             the self-managed certificate Secret (default shardcar-webhook-tls)
@@ -68,7 +71,7 @@ Flags:
   --label-rate N            slot-label PATCHes per second at most (default ${DEFAULT_LABEL_RATE}, the
                             default client rate of kube-controller-manager)
   --label-burst N           PATCHes that may go at once after a quiet spell (default ${DEFAULT_LABEL_BURST})
-  --metrics-listen H:P      /metrics (ring coverage, generations, handoffs) and /healthz
+  --metrics-listen H:P      /metrics (webhook reviews, ring coverage, generations, handoffs) and /healthz
                             over plain HTTP (default 0.0.0.0:9465; "off" disables)
   --log-level LEVEL         pino level (default info)
 
@@ -86,6 +89,7 @@ Examples:
       "cert-mode": { type: "string" },
       "cert-dir": { type: "string" },
       "cert-resync": { type: "string" },
+      "cert-validity": { type: "string" },
       namespace: { type: "string" },
       service: { type: "string" },
       secret: { type: "string" },
@@ -120,6 +124,13 @@ Examples:
     const certDir = values["cert-dir"] ?? "/var/run/shardcar/webhook-certs";
     const resyncMs = durationFlag("--cert-resync", values["cert-resync"], 60_000);
     if (resyncMs < 1000) throw new UsageError("--cert-resync", `invalid --cert-resync ${JSON.stringify(values["cert-resync"])}: at least 1s`);
+    const validityMs = durationFlag("--cert-validity", values["cert-validity"], DEFAULT_CERT_POLICY.validityMs);
+    // Renewal starts with a third of the lifetime left; a check must fall in
+    // that window, or a certificate could expire between two checks.
+    if (validityMs / 3 <= resyncMs) {
+      throw new UsageError("--cert-validity", `invalid --cert-validity ${JSON.stringify(values["cert-validity"])}: a third of it must be longer than --cert-resync (${resyncMs} ms), or a certificate could expire between two checks`);
+    }
+    const certPolicy = values["cert-validity"] === undefined ? DEFAULT_CERT_POLICY : { validityMs, renewBeforeMs: Math.round(validityMs / 3) };
     const names: Record<string, string> = {
       "--namespace": values.namespace ?? "shardcar-system",
       "--service": values.service ?? "shardcar-webhook",
@@ -164,6 +175,7 @@ Examples:
         webhookConfig: kubeWebhookConfigStore(kc(), names["--webhook-config"] ?? ""),
         dnsNames: webhookDnsNames(names["--service"] ?? "", namespace),
         logger,
+        policy: certPolicy,
       });
     } else {
       source = new FileCertificates(certDir);
@@ -191,14 +203,23 @@ Examples:
     // only the leader labels (a task of the ring coordinator).
     const api = rings ? new ApiClient(kubeConfigConnection(kc())) : undefined;
     const slots = api === undefined ? undefined : watchLabelSlotConfig(api, undefined, systemClock, logger.child({ component: "label-slots" }));
-    const reviews = new Counter({ name: "shardcar_label_webhook_reviews_total", help: "Reviews of the stamping webhook (/label-slots) by result: stamped, unchanged, deferred (the slot needs the uid: left to the labeller), skipped, not-synced, errored.", labelNames: ["result"], registers: [registry] });
+    const labelReviews = new Counter({ name: "shardcar_label_webhook_reviews_total", help: "Reviews of the stamping webhook (/label-slots) by result: stamped, unchanged, deferred (the slot needs the uid: left to the labeller), skipped, not-synced, errored.", labelNames: ["result"], registers: [registry] });
+    // How many pods the apiserver sends: with the objectSelector and
+    // matchConditions right, only opted-in pods ever reach this webhook.
+    const reviews = new Counter({
+      name: "shardcar_inject_webhook_reviews_total",
+      help: "Reviews of the injection webhook (/mutate-pods) by result (injected, skipped, denied, errored) and, when skipped, why.",
+      labelNames: ["result", "reason"],
+      registers: [registry],
+    });
     const server = await startWebhookServer({
       host: listen.host,
       port: listen.port,
       tls,
       config,
       logger,
-      labelSlots: slots === undefined ? undefined : { config: () => slots.current(), onOutcome: (o) => reviews.inc({ result: o.result }) },
+      onOutcome: (o) => reviews.inc({ result: o.result, reason: o.result === "skipped" ? o.reason : "" }),
+      labelSlots: slots === undefined ? undefined : { config: () => slots.current(), onOutcome: (o) => labelReviews.inc({ result: o.result }) },
     });
     live.server = server;
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
