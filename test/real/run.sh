@@ -57,6 +57,18 @@ if [ "$setup_rc" -ne 0 ]; then
 fi
 rm -f "$SETUP_OUT"
 
+# ---------------------------------------------------------------- the build the pods run
+# The injection suites run `shardcar manager` and the sidecar as pods on the
+# one-pod kubelet (test/support/kubelet/), from this checkout's dist/ (the
+# image's /app/dist/cli/bin.js).
+log "build: npm run build"
+t0=$(now_ms)
+if ! npm run build --silent; then
+  echo "test:real: npm run build failed"
+  echo "test:real: 0 passed, 1 failed, 0 skipped"; exit 1
+fi
+TIMES+=("build|$(( $(now_ms) - t0 ))")
+
 # ---------------------------------------------------------------- run directory, always cleaned up
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shardcar-realapi.XXXXXX")
 OUT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shardcar-real-out.XXXXXX")
