@@ -25,6 +25,7 @@ const TARGETS: ReadonlyArray<{ readonly name: string; readonly what: Kustomizati
   { name: "overlays/multi-replica", what: { dir: MULTI } },
   { name: "overlays/multi-replica + components/cert-manager", what: { resources: [MULTI], components: [m("components", "cert-manager")] } },
   { name: "overlays/multi-replica + components/label-only", what: { resources: [MULTI], components: [m("components", "label-only")] } },
+  { name: "overlays/multi-replica + components/label-slots", what: { resources: [MULTI], components: [m("components", "label-slots")] } },
   { name: "overlays/single-replica", what: { dir: SINGLE } },
 ];
 
