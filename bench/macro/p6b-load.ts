@@ -16,7 +16,9 @@
  * Target (design.md): growth ≤ 32 MB for every client and gate.
  *
  * Usage: node bench/macro/p6b-load.ts [--quick]
- *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes.
+ *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
+ *   P6B_RUNTIME=none starts the proxies without the sidecar's runtime
+ *   settings (src/sidecar-runtime.ts), for a before/after.
  */
 import { fileURLToPath } from "node:url";
 import type { Bench, BenchResult } from "../lib.ts";
@@ -114,7 +116,7 @@ export const bench: Bench = async ({ quick }) => {
       off: await ask<{ url: string; bytes: number }>(devapis.off, { type: "" }, "ready", 300_000),
     };
     const cases = (["on", "off"] as const).flatMap((gate) => (["fast", "slow"] as const).map((reader) => ({ gate, reader })));
-    const proxies = await Promise.all(cases.map((c) => startProxyProc({ name: `proxy-${c.gate}-${c.reader}`, upstream: ready[c.gate].url, tls, shards: "0/2" })));
+    const proxies = await Promise.all(cases.map((c) => startProxyProc({ name: `proxy-${c.gate}-${c.reader}`, upstream: ready[c.gate].url, tls, shards: "0/2", ...(process.env["P6B_RUNTIME"] === "none" ? { env: process.env } : {}) })));
     // Churn starts once every list is through (the slow ones take longest)
     // and every watch is open.
     const lists = barrier(cases.length);

@@ -12,7 +12,7 @@
  *
  *   node bench/support/memory-probe.ts [--pods 24000] [--shards 0/4]
  *       [--gate off] [--rate 2000000] [--churn-s 60] [--churn-rate 200]
- *       [--node-flags "--max-semi-space-size=1"] [--env K=V,...]
+ *       [--node-flags "--max-semi-space-size=1"] [--env K=V,...] [--sidecar-env]
  *       [--snapshot DIR]   heap snapshots (SIGUSR2) at idle, mid-list, after
  *       [--bare]           also: a bare Node process with the same listeners
  *       [--timeline]       client/proxy bytes and memory every second of a list
@@ -26,6 +26,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
+import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
 import { procCpuMs, procIo, procMemory, readBody, RssSampler, smapsRollup, toMB } from "./memory.ts";
 import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "./proc.ts";
 import { startProxyProc, type ProxyProc } from "./proxy-proc.ts";
@@ -99,11 +100,14 @@ async function main(): Promise<void> {
       bare: { type: "boolean", default: false },
       "skip-slow": { type: "boolean", default: false },
       timeline: { type: "boolean", default: false },
+      "sidecar-env": { type: "boolean", default: false },
       "proxy-output": { type: "boolean", default: false },
     },
   });
   const nodeFlags = (values["node-flags"] ?? "").split(" ").filter((f) => f !== "");
-  const env = { ...process.env, ...Object.fromEntries((values.env ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => kv.split("=", 2) as [string, string])) };
+  // --env K=V,...; --sidecar-env: the sidecar's own settings (src/sidecar-runtime.ts) first.
+  const extraEnv = Object.fromEntries((values.env ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+  const env = { ...(values["sidecar-env"] ? sidecarProcessEnv() : process.env), ...extraEnv };
   const snapDir = values.snapshot === undefined ? undefined : values.snapshot === "" ? mkdtempSync(join(tmpdir(), "shardcar-heap-")) : values.snapshot;
   const tls = await benchTls("memprobe");
   const devapi = forkTs("devapi", DEVAPI, ["--pods", values.pods ?? "24000", "--cert", tls.certFile, "--key", tls.keyFile, "--gate", values.gate ?? "off"]);
