@@ -108,7 +108,7 @@ async function replicas(s: Setup, namespace: string, n: number, sharded: boolean
 export const bench: Bench = async ({ quick }) => {
   const objects = list(process.env["P5MG_OBJECTS"], quick ? "1500" : "6000")[0] ?? 6000;
   const ns = list(process.env["P5MG_NS"], quick ? "2" : "1,2,4,8");
-  const curve = list(process.env["P5MG_CURVE"], quick ? "500" : "1000,2000,4000,8000,16000").sort((a, b) => a - b);
+  const curve = list(process.env["P5MG_CURVE"], quick ? "500,3000" : "1000,2000,4000,8000,16000").sort((a, b) => a - b);
   const bytes = list(process.env["P5MG_BYTES"], "3500")[0] ?? 3500;
   const built = quick ? await cachedClientGoController() : await buildClientGoController();
   if (!built.ok) throw new BenchSkipped(`client-go controller: ${built.reason}`);

@@ -9,7 +9,7 @@
  * reason, never passed.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, request } from "node:https";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,7 +35,21 @@ export async function startRealApi(gate: "on" | "off", runDir?: string): Promise
   if (!existsSync(join(KIT, "start.sh"))) throw new BenchSkipped(`${KIT} is not beside the repository`);
   if (!existsSync(join(cache, "bin", "realapi-server"))) throw new BenchSkipped(`the real API server is not built (${cache}/bin; run ../shared/realapi/setup.sh or npm run test:real once)`);
   const dir = runDir ?? mkdtempSync(join(tmpdir(), "shardcar-bench-realapi-"));
-  const { stdout } = await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 });
+  let stdout = "";
+  // start.sh picks free ports, then binds them; on a busy machine another
+  // process can take one in between. Its failure path stops what it
+  // started, so try again on fresh ports (as test/real/run.sh does).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      stdout = (await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 })).stdout;
+      break;
+    } catch (e) {
+      const stderr = (e as { stderr?: string }).stderr ?? "";
+      if (attempt < 3 && stderr.includes("address already in use")) continue;
+      if (runDir === undefined) rmSync(dir, { recursive: true, force: true });
+      throw e;
+    }
+  }
   const env = Object.fromEntries(stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
   const url = env["REALAPI_URL"];
   const token = env["REALAPI_TOKEN"];
