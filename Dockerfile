@@ -70,11 +70,13 @@ LABEL org.opencontainers.image.title="shardcar" \
 COPY --from=rootfs /rootfs/ /
 ENV PATH=/usr/local/bin \
     NODE_ENV=production
-# Node/V8 flags for every shardcar command (heap size, GC): this is their one
-# place in the image (issue 14 chooses them). The injected sidecar inherits
-# them; a per-pod value belongs in the container env the webhook writes
-# (src/webhook/patch.ts, sidecarContainer).
-ENV NODE_OPTIONS=""
+# Node/V8 and allocator settings for every shardcar command: this is their
+# one place in the image. Their values and reasons come from
+# src/sidecar-runtime.ts (test/sidecar-runtime.test.ts checks these agree);
+# the webhook writes the same into every injected container
+# (src/webhook/patch.ts, sidecar).
+ENV NODE_OPTIONS="--max-semi-space-size=1" \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 # Owned by root and not writable by the runtime user: the code is immutable
 # even where the root filesystem is not mounted read-only.

@@ -32,6 +32,15 @@ export interface BenchOptions {
 
 export type Bench = (opts: BenchOptions) => Promise<BenchResult[]>;
 
+/**
+ * Thrown by a bench that cannot run on this machine (a toolchain or a kit
+ * it needs is missing): the run records the reason and no figure, so the
+ * target shows as not measured, never as met.
+ */
+export class BenchSkipped extends Error {
+  override readonly name = "BenchSkipped";
+}
+
 /** Runs `fn` repeatedly for at least `minMs`, returns operations per second. */
 export async function opsPerSecond(fn: () => Promise<void> | void, minMs: number): Promise<number> {
   let n = 0;

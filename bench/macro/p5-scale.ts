@@ -2,7 +2,7 @@
  * P5, scale: N = 1, 2, 4, 8 controller replicas, each a real
  * `@kubernetes/client-node` pod informer in its own process, behind its own
  * `shardcar proxy` process (`--shards i/N`), against a devapi process with
- * 20,000 pods of 2–6 KB (quick: 2,000 pods and N = 4 only), under churn. For each N, three
+ * 20,000 pods of 2–6 KB (quick: 6,000 pods and N = 2 only), under churn. For each N, three
  * configurations in the same run:
  *
  * - gate on: devapi applies the shard selector (the fast path);
@@ -14,7 +14,9 @@
  * (counted inside it, through undici's diagnostics channel; wire bytes too),
  * bytes the proxy read from upstream (its own stats), objects in the cache
  * (and whether it holds exactly its shard), controller heap after GC,
- * controller and proxy RSS.
+ * controller and proxy RSS (at the peak: VmHWM; at rest: the controller after
+ * GC), for P5m (bench/support/pod-memory.ts). Each proxy runs with the
+ * sidecar's runtime settings (src/sidecar-runtime.ts).
  *
  * Every hop is verified TLS (devapi serves HTTPS with a bench CA; each
  * proxy serves TLS to its controller), as in a cluster. Churn: a fixed,
@@ -24,6 +26,8 @@
  *
  * Targets (design.md): bytes to each controller ≤ 1.1·total/N; with the gate
  * on, upstream bytes per proxy ≤ 1.1·total/N. As ratios: total/bytes ≥ N/1.1.
+ * P5m: pod (controller + proxy peak RSS) ÷ unsharded controller < 1.0 at
+ * N = 2 and ≤ 0.70 at N = 8.
  *
  * Usage: node bench/macro/p5-scale.ts [--quick]
  *   P5_PODS, P5_NS ("1,2,4,8"), P5_CHURN, P5_CHURN_RATE override the sizes.
@@ -32,7 +36,9 @@ import { fileURLToPath } from "node:url";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import type { Bench, BenchResult } from "../lib.ts";
 import type { MeasureReply } from "../support/controller-child.ts";
-import { ask, CLI, forkTs, httpGet, rssOf, start, stopAll, until, type Child } from "../support/proc.ts";
+import { ask, forkTs, rssOf, stopAll, until, type Child } from "../support/proc.ts";
+import { podMemory } from "../support/pod-memory.ts";
+import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import type { ChurnReply } from "../support/scale-devapi.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
 
@@ -60,16 +66,13 @@ export interface ReplicaFigures {
   readonly wireToController: number;
   readonly upstreamBytes: number;
   readonly heapUsed: number;
+  /** After two forced GCs: the controller at rest. */
   readonly controllerRss: number;
+  /** VmHWM: the controller's peak (its initial list, as a rule). */
+  readonly controllerPeakRss: number;
   readonly proxyRss: number;
   readonly proxyPeakRss: number;
   readonly syncMs: number;
-}
-
-interface ProxyProc {
-  readonly child: Child;
-  readonly url: string;
-  readonly admin: string;
 }
 
 const envStr = (name: string): string | undefined => {
@@ -77,53 +80,14 @@ const envStr = (name: string): string | undefined => {
   return v === undefined || v === "" ? undefined : v;
 };
 
-async function startProxyProc(i: number, n: number, upstream: string, tls: BenchTls, mode: Mode): Promise<ProxyProc> {
-  const child = start(`proxy-${i}/${n}`, process.execPath, [
-    CLI,
-    "proxy",
-    "--server",
-    upstream,
-    "--certificate-authority",
-    tls.caFile,
-    "--resources",
-    "pods",
-    "--shards",
-    `${i}/${n}`,
-    "--listen",
-    "127.0.0.1:0",
-    "--admin-listen",
-    "127.0.0.1:0",
-    "--tls-cert",
-    tls.certFile,
-    "--tls-key",
-    tls.keyFile,
-    "--log-level",
-    "info",
-    ...(mode === "labels" ? ["--filter", "labels", "--ring", LABELS_RING] : []),
-  ]);
-  const m = await child.waitLine(/"msg":"proxy ready"/, 60_000);
-  const line = JSON.parse(m.input) as { url?: string; admin?: string };
-  if (line.url === undefined || line.admin === undefined) throw new Error(`proxy ready line without url/admin: ${m.input}`);
-  return { child, url: line.url, admin: line.admin };
-}
-
-interface ProxyStats {
-  upstreamBytes: number;
-  clientBytes: number;
-  lists: number;
-}
-
-async function proxyStats(p: ProxyProc): Promise<ProxyStats> {
-  const r = await httpGet(`${p.admin}/debug/shardcar`);
-  const body = JSON.parse(r.body) as { resources?: { pods?: ProxyStats } };
-  return body.resources?.pods ?? { upstreamBytes: 0, clientBytes: 0, lists: 0 };
-}
-
 /** Runs one configuration: N replicas in `mode`, churn, convergence, figures. */
 export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl: string, uids: readonly string[], tls: BenchTls, churn: { count: number; rate: number; seed: number }): Promise<ReplicaFigures[]> {
   await ask(devapi, { type: "gate", mode: mode === "off" || mode === "labels" ? "off" : "on" }, "gate", 10_000);
   const matchers = Array.from({ length: n }, (_, i) => new HashMatcher([shardRange(i, n)]));
-  const proxies: ProxyProc[] = mode === "none" ? [] : await Promise.all(matchers.map((_, i) => startProxyProc(i, n, devapiUrl, tls, mode)));
+  const proxies: ProxyProc[] =
+    mode === "none"
+      ? []
+      : await Promise.all(matchers.map((_, i) => startProxyProc({ name: `proxy-${i}/${n}`, upstream: devapiUrl, tls, shards: `${i}/${n}`, ...(mode === "labels" ? { extraArgs: ["--filter", "labels", "--ring", LABELS_RING] } : {}) })));
   const controllers: Child[] = [];
   try {
     const synced = await Promise.all(
@@ -154,6 +118,7 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
     return measures.map((m, i) => {
       const p = proxies[i];
       const mem = p === undefined ? { rss: 0, peak: 0 } : rssOf(p.child.pid);
+      const ctl = rssOf(controllers[i]?.pid ?? -1);
       return {
         objects: m.objects,
         expected: mode === "none" ? uids.length : uids.filter((u) => matchers[i]?.matchesString(u) ?? false).length,
@@ -163,6 +128,7 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
         upstreamBytes: stats[i]?.upstreamBytes ?? 0,
         heapUsed: m.heapUsed,
         controllerRss: m.rss,
+        controllerPeakRss: ctl.peak,
         proxyRss: mem.rss,
         proxyPeakRss: mem.peak,
         syncMs: synced[i]?.ms ?? 0,
@@ -180,10 +146,12 @@ const r1 = (x: number): number => Math.round(x * 10) / 10;
 export const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
 export const bench: Bench = async ({ quick }) => {
-  const pods = Number(envStr("P5_PODS") ?? (quick ? 2_000 : 20_000));
-  // Quick: one N, all three configurations (< 30 s): enough to catch a
-  // filter that stops filtering or a fast path that stops being taken.
-  const ns = (envStr("P5_NS") ?? (quick ? "4" : "1,2,4,8")).split(",").map(Number);
+  // Quick: N = 2, all three configurations: enough to catch a filter that
+  // stops filtering or a fast path that stops being taken, and P5m's N = 2
+  // target (the pod below the unsharded controller) with a cache large
+  // enough for a sidecar to pay for itself.
+  const pods = Number(envStr("P5_PODS") ?? (quick ? 6_000 : 20_000));
+  const ns = (envStr("P5_NS") ?? (quick ? "2" : "1,2,4,8")).split(",").map(Number);
   const churn = { count: Number(envStr("P5_CHURN") ?? (quick ? 100 : 1_000)), rate: Number(envStr("P5_CHURN_RATE") ?? 200), seed: 1 };
   return withScaleDevapi("p5", ["--pods", String(pods)], async ({ devapi, url, uids, tls }) => {
     const results: BenchResult[] = [];
@@ -196,6 +164,7 @@ export const bench: Bench = async ({ quick }) => {
       const total = mean(figs.none.map((f) => f.bytesToController));
       const noneHeap = mean(figs.none.map((f) => f.heapUsed));
       const noneRss = mean(figs.none.map((f) => f.controllerRss));
+      const nonePeak = mean(figs.none.map((f) => f.controllerPeakRss));
       for (const mode of ["on", "off"] as const) {
         const f = figs[mode];
         const exact = f.every((x) => x.objects === x.expected && x.outOfRange === 0);
@@ -263,6 +232,7 @@ export const bench: Bench = async ({ quick }) => {
             syncMsNoProxy: Math.round(maxOf(figs.none.map((x) => x.syncMs))),
           },
         });
+        results.push(...podMemory("client-node", n, mode, f, { peak: nonePeak, rest: noneRss }, { pods, churn: churn.count, exact: common.exact }));
       }
     }
     return results;

@@ -7,11 +7,11 @@
  * readiness poll, all bounded in time.
  */
 import { fork, spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
+import { procMemory } from "./memory.ts";
 
 const children = new Set<Child>();
 let hooked = false;
@@ -151,13 +151,8 @@ export function ask<T>(child: Child, msg: { type: string } & Record<string, unkn
 
 /** VmRSS and VmHWM (peak RSS) of a process in bytes, from /proc (Linux). NaN elsewhere. */
 export function rssOf(pid: number): { rss: number; peak: number } {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
-    return { rss: kb("VmRSS"), peak: kb("VmHWM") };
-  } catch {
-    return { rss: Number.NaN, peak: Number.NaN };
-  }
+  const m = procMemory(pid);
+  return { rss: m.rss, peak: m.hwm };
 }
 
 /** A loopback port that was free a moment ago (bind 0, read, close). */

@@ -10,6 +10,7 @@
  *
  *   node bench/support/proxy-cost.ts [--rounds 5] [--rate 500] [--seconds 4]
  *       [before=/path/to/dist/cli/bin.js] [after=/other/dist/cli/bin.js] [bare] ...
+ *       ["flagged=dist/cli/bin.js|--max-semi-space-size=1 ..."]   (Node flags after |)
  *
  * Without builds it measures this checkout's dist/ alone; `bare` adds the
  * floor, ./bare-forwarder.ts (Node's HTTP stack and nothing else). Linux only.
@@ -31,7 +32,12 @@ function cpuMicros(pid: number): number {
 
 if (import.meta.main) {
   const { values, positionals } = parseArgs({ allowPositionals: true, options: { rounds: { type: "string" }, rate: { type: "string" }, seconds: { type: "string" } } });
-  const builds = positionals.length === 0 ? [["this", CLI] as const] : positionals.map((p) => (p === "bare" ? (["bare", ""] as const) : (p.split("=", 2) as [string, string])));
+  const builds = positionals.length === 0 ? [["this", CLI] as const] : positionals.map((p) => (p === "bare" ? (["bare", ""] as const) : ([p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)] as const)));
+  // A build may carry Node flags: `name=path|--flag --flag`.
+  const flagsOf = (cli: string): [string, string[]] => {
+    const bar = cli.indexOf("|");
+    return bar < 0 ? [cli, []] : [cli.slice(0, bar), cli.slice(bar + 1).split(" ").filter((f) => f !== "")];
+  };
   const bare = new URL("./bare-forwarder.ts", import.meta.url).pathname;
   const rounds = Number(values.rounds ?? "5");
   const rate = Number(values.rate ?? "500");
@@ -43,7 +49,8 @@ if (import.meta.main) {
     await ask(gen, { type: "" }, "ready", 20_000);
     const proxies = await Promise.all(
       builds.map(async ([name, cli]) => {
-        const args = cli === "" ? [bare, upstream] : [cli, "proxy", "--server", upstream, "--resources", "pods", "--shards", "0/1", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--log-level", "warn"];
+        const [path, flags] = flagsOf(cli);
+        const args = cli === "" ? [bare, upstream] : [...flags, path, "proxy", "--server", upstream, "--resources", "pods", "--shards", "0/1", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--log-level", "warn"];
         const p = start(`proxy-${name}`, process.execPath, args);
         const url = (await p.waitLine(/listening on (http:\/\/\S+)/, 30_000))[1] ?? "";
         return { name, p, url };

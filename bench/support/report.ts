@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { BenchResult } from "../lib.ts";
 import type { BenchRun, ResultsFile } from "../run.ts";
 import { describeTarget, fmtNum, type Check } from "./checks.ts";
+import { fitLine } from "./fit.ts";
 import { NOTES } from "./notes.ts";
 import { barChart, lineChart, PALETTE } from "./svg.ts";
 
@@ -19,12 +20,15 @@ const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P3", what: "sharded LIST, server ignored (filter path), 200 MB JSON", target: "≥ 4× JSON.parse+filter+stringify; peak RSS growth ≤ 64 MB" },
   { id: "P4", what: "WATCH filtering, about 2 KB events", target: "≥ 4× a line splitter + JSON.parse (ndjson)" },
   { id: "P5", what: "N = 1, 2, 4, 8 replicas, gate on and gate off", target: "bytes to each controller ≤ 1.1·total/N; gate on: upstream bytes per proxy ≤ 1.1·total/N" },
-  { id: "P6", what: "idle sidecar", target: "RSS ≤ 80 MB; start to ready ≤ 1 s" },
+  { id: "P5m", what: "pod memory at the peak, N = 1, 2, 4, 8, client-node and client-go controllers", target: "(controller RSS + proxy RSS) ÷ unsharded controller RSS < 1.0 at N = 2; ≤ 0.70 at N = 8 (client-node); client-go break-even ≤ 100 MB" },
+  { id: "P6", what: "idle sidecar", target: "RSS ≤ 64 MB (static and ring mode); start to ready ≤ 500 ms" },
+  { id: "P6b", what: "sidecar under load", target: "RSS growth over idle ≤ 32 MB while streaming a 100 MB list and 5 minutes of churn, fast and slow (2 MB/s) client" },
   { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
 ];
 
-const baseId = (id: string): string => /^P\d+/.exec(id)?.[0] ?? id;
+// P3-rss belongs to P3; P5m and P6b are targets of their own.
+const baseId = (id: string): string => /^P\d+[a-z]*/.exec(id)?.[0] ?? id;
 
 function checksFor(run: BenchRun, r: BenchResult): Check[] {
   return run.checks.filter((c) => c.id === r.id && c.name === r.name);
@@ -199,16 +203,64 @@ function p5Section(run: BenchRun): Section {
   return { md, svgs };
 }
 
+/**
+ * P5m: one row per controller, gate and N — what the pod costs at the peak
+ * and at rest next to the unsharded controller — and the client-go
+ * break-even curve, from the results of every run that covers P5m.
+ */
+function p5mSection(runs: readonly BenchRun[]): Section {
+  const md: string[] = [];
+  const svgs: Record<string, string> = {};
+  const all = runs.flatMap((run) => run.results.filter((r) => r.id === "P5m").map((r) => ({ run, r })));
+  const peaks = all.filter(({ r }) => extraStr(r, "metric") === "pod-peak");
+  if (peaks.length > 0) {
+    md.push(
+      "| controller | gate | N | controller peak | proxy peak | pod peak | unsharded peak | pod ÷ unsharded (target) | status | pod at rest ÷ unsharded at rest | exact shard |",
+      "|---|---|---|---|---|---|---|---|---|---|---|",
+    );
+    for (const { run, r } of peaks) {
+      const rest = all.find(({ r: x }) => extraStr(x, "metric") === "pod-rest" && extraStr(x, "controller") === extraStr(r, "controller") && extraStr(x, "gate") === extraStr(r, "gate") && extraNum(x, "n") === extraNum(r, "n"))?.r;
+      const c = checksFor(run, r);
+      const bound = r.target === undefined ? "" : ` (< ${fmtNum(1 / r.target)})`;
+      const floor = extraNum(r, "controllerFloorPeakMB");
+      md.push(
+        `| ${extraStr(r, "controller") ?? "?"}${floor === undefined ? "" : ` (floor ${fmtNum(floor)} MB)`} | ${extraStr(r, "gate") ?? "?"} | ${extraNum(r, "n") ?? "?"} | ${fmtNum(extraNum(r, "controllerPeakMB") ?? 0)} MB | ${fmtNum(extraNum(r, "proxyPeakMB") ?? 0)} MB | ${fmtNum(r.candidate.value)} MB | ${fmtNum(r.baseline.value)} MB | **${fmtNum(extraNum(r, "podOverUnsharded") ?? 0)}**${bound} | ${status(c)} | ${rest === undefined ? "—" : `${fmtNum(extraNum(rest, "podOverUnsharded") ?? 0)} (${fmtNum(rest.candidate.value)} / ${fmtNum(rest.baseline.value)} MB)`} | ${extraStr(r, "exact") ?? "?"} |`,
+      );
+    }
+    md.push("");
+  }
+  const points = all.filter(({ r }) => extraStr(r, "metric") === "break-even-point").map(({ r }) => r);
+  const be = all.find(({ r }) => extraStr(r, "metric") === "break-even");
+  if (points.length > 0) {
+    md.push("**Break-even curve (client-go, gate on, N = 2).**", "", "| configmaps | data | unsharded controller peak | pod at N = 2 (controller + proxy peaks) | pod ÷ unsharded |", "|---|---|---|---|---|");
+    for (const r of points) md.push(`| ${extraNum(r, "objects") ?? "?"} | ${fmtNum(extraNum(r, "dataMB") ?? 0)} MB | ${fmtNum(r.baseline.value)} MB | ${fmtNum(r.candidate.value)} MB | ${fmtNum(r.candidate.value / r.baseline.value)} |`);
+    md.push("");
+    svgs["p5m-break-even.svg"] = lineChart({
+      title: "P5m: client-go pod at N = 2 against the unsharded controller",
+      categories: points.map((r) => `${fmtNum(r.baseline.value)} MB`),
+      series: [
+        { name: "unsharded controller (peak RSS)", values: points.map((r) => r.baseline.value), color: PALETTE.grey },
+        { name: "pod at N = 2: controller + sidecar (peak RSS)", values: points.map((r) => r.candidate.value), color: PALETTE.blue },
+      ],
+      xLabel: "unsharded controller peak RSS (cache size grows →)",
+      yLabel: "MB",
+      hLines: [{ value: 100, label: "break-even target: ≤ 100 MB unsharded" }],
+    });
+    md.push("![P5m break-even curve](perf/p5m-break-even.svg)", "");
+  }
+  if (be !== undefined) {
+    const c = checksFor(be.run, be.r);
+    md.push(
+      `**Break-even size:** **${fmtNum(be.r.candidate.value)} MB** of unsharded peak RSS (target ≤ 100 MB, ${status(c)}): the line through the curve, pod = ${fmtNum(extraNum(be.r, "fixedMB") ?? 0)} MB + ${fmtNum(extraNum(be.r, "slope") ?? 0)} × unsharded, crosses pod = unsharded there (${(extraStr(be.r, "withinMeasured") ?? "").startsWith("yes") ? "inside" : "beyond"} the measured range).`,
+      "",
+    );
+  }
+  return { md, svgs };
+}
+
 /** Least squares for y = a + b/N; undefined with fewer than two points. */
 export function fitInverse(ns: readonly number[], ys: ReadonlyArray<number | undefined>): { a: number; b: number } | undefined {
-  const pts = ns.map((n, i) => [1 / n, ys[i]] as const).filter((p): p is readonly [number, number] => p[1] !== undefined && Number.isFinite(p[1]));
-  if (pts.length < 2) return undefined;
-  const mx = pts.reduce((s, p) => s + p[0], 0) / pts.length;
-  const my = pts.reduce((s, p) => s + p[1], 0) / pts.length;
-  const sxx = pts.reduce((s, p) => s + (p[0] - mx) ** 2, 0);
-  if (sxx === 0) return undefined;
-  const b = pts.reduce((s, p) => s + (p[0] - mx) * (p[1] - my), 0) / sxx;
-  return { a: my - b * mx, b };
+  return fitLine(ns.map((n, i) => [1 / n, ys[i]] as const).filter((p): p is readonly [number, number] => p[1] !== undefined && Number.isFinite(p[1])));
 }
 
 /** A short label for a result: the part after the last ": ", else before " vs " or " (". */
@@ -245,11 +297,20 @@ function summaryRows(file: ResultsFile): string[] {
     let measured: string;
     let st: string;
     if (results.length === 0) {
-      const why = runs.map((r) => (r.status === "missing" ? `${r.file} not in the repository yet` : r.status === "failed" ? `${r.name} failed: ${(r.error ?? "").split("\n")[0] ?? ""}` : `${r.name}: no figure`)).join("; ");
+      const why = runs.map((r) => (r.status === "missing" ? `${r.file} not in the repository yet` : r.status === "failed" ? `${r.name} failed: ${(r.error ?? "").split("\n")[0] ?? ""}` : `${r.name}: ${r.error ?? "no figure"}`)).join("; ");
       measured = NOTES.pending[t.id] ?? (why || "not run");
       st = "⏳ not measured";
     } else {
-      measured = t.id === "P5" ? p5Summary(results.map(({ r }) => r)) : t.id === "P8" ? p8Summary(results.map(({ r }) => r)) : checks.length === 0 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ") : checks.map((c) => `${shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
+      measured =
+        t.id === "P5"
+          ? p5Summary(results.map(({ r }) => r))
+          : t.id === "P5m"
+            ? p5mSummary(results.map(({ run, r }) => ({ r, checks: checksFor(run, r) })))
+            : t.id === "P8"
+              ? p8Summary(results.map(({ r }) => r))
+              : checks.length === 0
+                ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ")
+                : checks.map((c) => `${shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
       const missing = runs.filter((r) => r.status !== "ok");
       st = status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
     }
@@ -284,6 +345,21 @@ function p8Summary(rs: readonly BenchResult[]): string {
   ] as const) {
     const mine = rs.filter((r) => extraStr(r, "filter") === filter).sort((a, b) => (extraNum(a, "n") ?? 0) - (extraNum(b, "n") ?? 0));
     if (mine.length > 0) lines.push(`upstream bytes per proxy, ${label}: total ÷ max = ${mine.map((r) => `**${fmtNum(r.ratio)}×** (N=${extraNum(r, "n") ?? "?"}, ≥ ${fmtNum((extraNum(r, "n") ?? 0) / 1.1)})`).join(", ")}`);
+  }
+  return lines.join("<br>");
+}
+
+/** P5m in one line per controller: pod ÷ unsharded where a target applies, and the break-even size. */
+function p5mSummary(rs: ReadonlyArray<{ readonly r: BenchResult; readonly checks: readonly Check[] }>): string {
+  const lines: string[] = [];
+  for (const kind of ["client-node", "client-go"]) {
+    const mine = rs.filter(({ r }) => extraStr(r, "metric") === "pod-peak" && extraStr(r, "controller") === kind && r.target !== undefined);
+    if (mine.length === 0) continue;
+    const cells = mine.map(({ r, checks }) => `**${fmtNum(extraNum(r, "podOverUnsharded") ?? 0)}** (N=${extraNum(r, "n") ?? "?"}, gate ${extraStr(r, "gate") ?? "?"}, ${r.target !== undefined && r.target > 1 ? `≤ ${fmtNum(1 / r.target)}` : "< 1.0"}) ${checks.every((c) => c.pass) ? "✅" : "❌"}`);
+    lines.push(`${kind}, pod ÷ unsharded at the peak: ${cells.join(", ")}`);
+  }
+  for (const { r, checks } of rs.filter(({ r }) => extraStr(r, "metric") === "break-even")) {
+    lines.push(`client-go break-even: **${fmtNum(r.candidate.value)} MB** unsharded (≤ ${fmtNum(extraNum(r, "targetMaxMB") ?? 0)} MB) ${checks.every((c) => c.pass) ? "✅" : "❌"}`);
   }
   return lines.join("<br>");
 }
@@ -332,6 +408,10 @@ export function writeReport(file: ResultsFile, root: string): void {
         md.push(...s.md);
         Object.assign(svgs, s.svgs);
       }
+    } else if (t.id === "P5m") {
+      const s = p5mSection(runs);
+      md.push(...s.md);
+      Object.assign(svgs, s.svgs);
     } else {
       md.push(genericTable(runs, t.id), "");
       const charts = ratioChart(runs, t.id, `${t.id.toLowerCase()}-ratios.svg`);
@@ -341,6 +421,7 @@ export function writeReport(file: ResultsFile, root: string): void {
     const note = NOTES.sections[t.id];
     if (note !== undefined) md.push(note, "");
   }
+  md.push("## Where the memory goes", "", NOTES.memory, "");
   md.push("## Profiling the hot paths", "", NOTES.profile, "");
   const dir = join(root, "docs", "perf");
   mkdirSync(dir, { recursive: true });

@@ -9,7 +9,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import type { Bench } from "../lib.ts";
+import { BenchSkipped, type Bench } from "../lib.ts";
 import { stopAll } from "./proc.ts";
 
 const [modulePath, outFile] = process.argv.slice(2);
@@ -25,8 +25,14 @@ try {
   writeFileSync(outFile, JSON.stringify({ ok: true, results }));
   process.exitCode = 0;
 } catch (e) {
-  writeFileSync(outFile, JSON.stringify({ ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
-  process.exitCode = 1;
+  if (e instanceof BenchSkipped) {
+    // Not a failure, and not a pass: no figure, and the reason.
+    writeFileSync(outFile, JSON.stringify({ ok: true, results: [], error: `skipped: ${e.message}` }));
+    process.exitCode = 0;
+  } else {
+    writeFileSync(outFile, JSON.stringify({ ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
+    process.exitCode = 1;
+  }
 }
 // A bench that left a timer or socket open must not keep its slot: stop
 // whatever children remain and leave.

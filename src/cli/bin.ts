@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // The process edge: argv, environment, signals and the exit code. Everything
 // else lives in main.ts so tests can call it without a child process.
-import { main } from "./main.ts";
+import { applySidecarV8Flags } from "../sidecar-runtime.ts";
+
+// Before anything else loads: the sidecar's startup is what these flags are for.
+if (process.argv[2] === "proxy") applySidecarV8Flags();
+const { main } = await import("./main.ts");
 
 const controller = new AbortController();
 for (const sig of ["SIGINT", "SIGTERM"] as const) {

@@ -3,7 +3,8 @@
  * with its errors turned into a {@link UsageError} that names the flag, so
  * every command exits 2 with the same kind of message.
  */
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ParseArgsConfig } from "node:util";
+import { util } from "../node-builtins.ts";
 import { ConfigError } from "../errors.ts";
 
 export class UsageError extends ConfigError {}
@@ -12,7 +13,7 @@ type Options = NonNullable<ParseArgsConfig["options"]>;
 
 export function parseFlags<O extends Options>(argv: readonly string[], options: O, allowPositionals = false) {
   try {
-    return parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals });
+    return util.parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals });
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     const flag = /'(-[^' ]+)/.exec(msg)?.[1] ?? "argument";

@@ -16,7 +16,8 @@
  * and the server's Status message, never a request or a raw response body.
  */
 import { readFile } from "node:fs/promises";
-import * as http from "node:http";
+import type * as http from "node:http";
+import { http as nodeHttp } from "../node-builtins.ts";
 import * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";
@@ -110,7 +111,7 @@ export function directConnection(o: DirectConnectionOptions): Connection {
   if (server.protocol === "http:") {
     // Plain HTTP exists for the embedded devapi only.
     if (!LOOPBACK.has(server.hostname)) throw new ConfigError(flag, `refusing plain-HTTP apiserver ${o.server}: only loopback development servers may skip TLS`);
-    agent = new http.Agent({ keepAlive: true });
+    agent = new nodeHttp.Agent({ keepAlive: true });
   } else if (server.protocol === "https:") {
     // rejectUnauthorized stays true: the apiserver is always verified.
     agent = new https.Agent({
@@ -157,7 +158,7 @@ export function kubeConfigConnection(kc: KubeConfig): Connection {
       const h: unknown = o.headers;
       if (typeof h === "object" && h !== null) for (const [k, v] of Object.entries(h)) if (typeof v === "string") headers[k.toLowerCase()] = v;
       if (typeof o.auth === "string") headers["authorization"] = `Basic ${Buffer.from(o.auth).toString("base64")}`;
-      return { agent: o.agent instanceof http.Agent ? o.agent : undefined, headers };
+      return { agent: o.agent instanceof nodeHttp.Agent ? o.agent : undefined, headers };
     },
     unauthorized() {},
   };
@@ -211,7 +212,7 @@ function apiError(status: number, body: Buffer): ApiError {
     s = undefined;
   }
   const st = isRecord(s) && s["kind"] === "Status" ? s : {};
-  const message = typeof st["message"] === "string" && st["message"] !== "" ? st["message"] : (http.STATUS_CODES[status] ?? "error");
+  const message = typeof st["message"] === "string" && st["message"] !== "" ? st["message"] : (nodeHttp.STATUS_CODES[status] ?? "error");
   return new ApiError(status, message, typeof st["reason"] === "string" ? st["reason"] : undefined);
 }
 
@@ -240,7 +241,7 @@ export class ApiClient {
       h["content-type"] = types.contentType ?? "application/json";
       h["content-length"] = String(payload.length);
     }
-    const mod = url.protocol === "http:" ? http : https;
+    const mod = url.protocol === "http:" ? nodeHttp : https;
     return mod.request(url, { method, headers: h, ...(agent === undefined ? {} : { agent }) });
   }
 

@@ -11,7 +11,7 @@
  * the caller then loads client-node for the credentials. The cluster half
  * is always read here, and `insecure-skip-tls-verify` is refused.
  */
-import { readFileSync } from "node:fs";
+import { fs } from "../node-builtins.ts";
 import { dirname, isAbsolute, join } from "node:path";
 import { ConfigError } from "../errors.ts";
 import type { DirectConnectionOptions } from "./client.ts";
@@ -61,7 +61,7 @@ export async function readKubeconfig(path: string): Promise<KubeconfigFile> {
   const fail = (message: string, cause?: unknown): ConfigError => new ConfigError("--kubeconfig", `kubeconfig ${JSON.stringify(path)}: ${message}`, cause === undefined ? undefined : { cause });
   let doc: unknown;
   try {
-    const text = readFileSync(path, "utf8");
+    const text = fs.readFileSync(path, "utf8");
     // Loaded only here, and small (a few MB less than client-node's ~80).
     const { load } = await import("js-yaml");
     doc = load(text);
@@ -73,7 +73,7 @@ export async function readKubeconfig(path: string): Promise<KubeconfigFile> {
   const file = (p: string): string => (isAbsolute(p) ? p : join(dir, p));
   const read = (field: string, p: string): string => {
     try {
-      return readFileSync(file(p), "utf8");
+      return fs.readFileSync(file(p), "utf8");
     } catch (e) {
       throw fail(`cannot read ${field} ${JSON.stringify(p)}: ${e instanceof Error ? e.message : String(e)}`, e);
     }
@@ -147,7 +147,7 @@ export function inClusterConnection(env: NodeJS.ProcessEnv, saDir: string, flag 
   const caPath = join(saDir, "ca.crt");
   let ca: string;
   try {
-    ca = readFileSync(caPath, "utf8");
+    ca = fs.readFileSync(caPath, "utf8");
   } catch (e) {
     throw new ConfigError(flag, `cannot read the service-account CA ${caPath}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }

@@ -3,7 +3,8 @@
  * separate from the proxy listener because the kubelet probes the pod IP,
  * while the proxy itself binds loopback only.
  */
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
+import { http } from "../node-builtins.ts";
 import type { Registry } from "prom-client";
 
 export interface ReadinessCheck {
@@ -20,7 +21,7 @@ export interface AdminOptions {
 }
 
 export function createAdminServer(opts: AdminOptions): Server {
-  return createServer((req, res) => {
+  return http.createServer((req, res) => {
     const [path, search] = (req.url ?? "/").split("?");
     if (req.method !== "GET") {
       res.writeHead(405).end();

@@ -3,7 +3,7 @@
  * stream from the filter's own tallies, never per item, so label lookups stay
  * out of the hot loop.
  */
-import { Counter, Gauge, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "../prom.ts";
 
 /**
  * Whether the apiserver filtered a sharded list: `confirmed` (shardInfo

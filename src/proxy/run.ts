@@ -3,10 +3,12 @@
  * listener, metrics and the {@link ShardProxy} handler. Used by
  * `shardcar proxy`, the demo, and end-to-end tests alike.
  */
-import { createServer as createHttpServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
-import { Registry } from "prom-client";
+import { getHeapSpaceStatistics } from "node:v8";
+import { http } from "../node-builtins.ts";
+import { Registry } from "../prom.ts";
 import { ConfigError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { ShardedResource } from "../shard/spec.ts";
@@ -62,6 +64,13 @@ export interface RunningProxy {
   readonly metrics: ProxyMetrics;
   /** Stops both listeners and ends open watches. Idempotent. */
   close(): Promise<void>;
+}
+
+/** What the sidecar's memory is made of (docs/performance.md, "Where the memory goes"), bytes. */
+function memoryBreakdown(): Record<string, number> {
+  const out: Record<string, number> = { ...process.memoryUsage() };
+  for (const s of getHeapSpaceStatistics()) out[`space:${s.space_name}`] = s.space_size;
+  return out;
 }
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -131,7 +140,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),
   });
-  const server = cfg.tls === undefined ? createHttpServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
+  const server = cfg.tls === undefined ? http.createServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
   const sockets = trackSockets(server);
   // Watches are long-lived; node's default request timeout would cut them.
   server.requestTimeout = 0;
@@ -151,6 +160,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
           generation: cfg.ownership.current().generation,
           ranges: cfg.ownership.current().ranges.map((r) => ({ start: formatBound(r.start), end: formatBound(r.end) })),
           resources: Object.fromEntries(proxy.stats()),
+          memory: memoryBreakdown(),
           // ?key=<uid or namespace>: did a watch recently deliver it? (audit --canary)
           ...(key === null ? {} : { key, delivered: proxy.delivered(key) }),
         };

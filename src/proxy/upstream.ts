@@ -7,8 +7,8 @@
  * Only the cluster half of the config is used: the proxy forwards the
  * controller's own credentials and never attaches its own.
  */
-import { readFileSync } from "node:fs";
-import * as http from "node:http";
+import type * as http from "node:http";
+import { fs, http as nodeHttp } from "../node-builtins.ts";
 import * as https from "node:https";
 import { ConfigError } from "../errors.ts";
 
@@ -35,7 +35,7 @@ export function makeUpstream(server: string, ca?: string): Upstream {
     if (!LOOPBACK.has(url.hostname)) {
       throw new ConfigError("--kubeconfig", `refusing plain-HTTP apiserver ${server}: only loopback development servers may skip TLS`);
     }
-    return { url, agent: new http.Agent({ keepAlive: true }) };
+    return { url, agent: new nodeHttp.Agent({ keepAlive: true }) };
   }
   if (url.protocol !== "https:") throw new ConfigError("--kubeconfig", `unsupported apiserver scheme in ${server}`);
   // rejectUnauthorized stays true: never skip verification upstream.
@@ -50,7 +50,7 @@ export function makeUpstream(server: string, ca?: string): Upstream {
  */
 export async function loadUpstream(opts: { kubeconfigPath?: string; server?: string; caFile?: string; env: NodeJS.ProcessEnv }): Promise<Upstream> {
   if (opts.server !== undefined) {
-    return makeUpstream(opts.server, opts.caFile === undefined ? undefined : readFileSync(opts.caFile, "utf8"));
+    return makeUpstream(opts.server, opts.caFile === undefined ? undefined : fs.readFileSync(opts.caFile, "utf8"));
   }
   // Loaded only here: client-node is most of an idle sidecar's memory, and an
   // injected or --server sidecar in a static mode never needs it.
@@ -66,6 +66,6 @@ export async function loadUpstream(opts: { kubeconfigPath?: string; server?: str
   }
   let ca: string | undefined;
   if (cluster.caData !== undefined) ca = Buffer.from(cluster.caData, "base64").toString("utf8");
-  else if (cluster.caFile !== undefined) ca = readFileSync(cluster.caFile, "utf8");
+  else if (cluster.caFile !== undefined) ca = fs.readFileSync(cluster.caFile, "utf8");
   return makeUpstream(cluster.server, ca);
 }

@@ -11,7 +11,7 @@
  *   coordinator's status write, as each ring's `Labelled` condition and
  *   `status.labelling`.
  */
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "../prom.ts";
 import type { ApiClient } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { SLOT_LABEL_PREFIX } from "../shard/slots.ts";

@@ -4,7 +4,7 @@
  * is restarted in the same process (a lost and regained leadership, a test)
  * reuses its series instead of throwing "already registered".
  */
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "../prom.ts";
 
 type Labels = "namespace" | "ring";
 

@@ -45,9 +45,10 @@ export const DEFAULT_ADMIN_PORT = 9464;
 /**
  * Defaults for everything but the image.
  *
- * Resources: an idle sidecar stays under 80 MiB RSS (design target P6) and
- * its filter's memory is bounded by the largest single object, so 64 MiB
- * requested and 256 MiB as the limit leave room for large objects. There is
+ * Resources: an idle sidecar is about 64 MiB RSS (design target P6), it
+ * grows by about 20 MiB while it streams a 100 MB list and watch churn
+ * (P6b), and its filter's memory is bounded by the largest single object, so
+ * 64 MiB requested and 256 MiB as the limit leave room for large objects. There is
  * no CPU limit on purpose: CFS throttling would add latency to every API call
  * of the controller it fronts.
  */

@@ -10,6 +10,7 @@
  *
  * Pure: no I/O, no clock; the same input always gives the same operations.
  */
+import { SIDECAR_ENV } from "../sidecar-runtime.ts";
 import { ANNOTATIONS, formatResources, formatShards } from "./annotations.ts";
 import {
   SERVICE_ACCOUNT_DIR,
@@ -147,6 +148,8 @@ function sidecar(plan: InjectionPlan): JsonObject {
     env: [
       { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
       { name: "POD_NAMESPACE", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } } },
+      // The sidecar's V8 and allocator settings, from their one source (the image carries the same).
+      ...SIDECAR_ENV.map((e) => ({ name: e.name, value: e.value })),
     ],
     ports: [{ name: "shardcar-admin", containerPort: config.adminPort, protocol: "TCP" }],
     resources: {

@@ -10,13 +10,18 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { buildGoProgram, type GoBuild } from "./go-build.ts";
+import { buildGoProgram, cachedGoProgram, type GoBuild } from "./go-build.ts";
 
 const SOURCES = fileURLToPath(new URL("./client-go/", import.meta.url));
 
 /** Builds (or finds cached) the controller binary; `ok: false` says why not (callers skip). */
 export function buildClientGoController(env: NodeJS.ProcessEnv = process.env): Promise<GoBuild> {
   return buildGoProgram("client-go-controller", SOURCES, env);
+}
+
+/** The controller binary if it is built already (no build: a cold one takes minutes); else why not. */
+export function cachedClientGoController(env: NodeJS.ProcessEnv = process.env): Promise<GoBuild> {
+  return cachedGoProgram("client-go-controller", SOURCES, env);
 }
 
 export interface ControllerStatus {

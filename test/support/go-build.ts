@@ -84,6 +84,22 @@ function sourceHash(sourceDir: string, tc: GoToolchain): string {
 
 const building = new Map<string, Promise<GoBuild>>();
 
+/** The binary a {@link buildGoProgram} of these sources would return, if it is already built; else why not. */
+export async function cachedGoProgram(name: string, sourceDir: string, env: NodeJS.ProcessEnv = process.env): Promise<GoBuild> {
+  const tc = await findGoToolchain(env);
+  if ("missing" in tc) return { ok: false, reason: tc.missing };
+  const binary = join(binaryDir(name, sourceDir, tc, env), name);
+  return existsSync(binary) ? { ok: true, binary, cached: true } : { ok: false, reason: `${name} is not built yet for these sources (${binary})` };
+}
+
+function binaryDir(name: string, sourceDir: string, tc: GoToolchain, env: NodeJS.ProcessEnv): string {
+  return join(cacheDir(env), `${name}-${sourceHash(sourceDir, tc)}`);
+}
+
+function cacheDir(env: NodeJS.ProcessEnv): string {
+  return env["SHARDCAR_GOBUILD_CACHE"] ?? join(homedir(), ".cache", "shardcar-gobuild");
+}
+
 /**
  * Builds the `package main` in `sourceDir` (its `.go` files) as `name`, or
  * returns the cached binary for the same sources and toolchain.
@@ -101,8 +117,8 @@ export function buildGoProgram(name: string, sourceDir: string, env: NodeJS.Proc
 async function build(name: string, sourceDir: string, env: NodeJS.ProcessEnv): Promise<GoBuild> {
   const tc = await findGoToolchain(env);
   if ("missing" in tc) return { ok: false, reason: tc.missing };
-  const cache = env["SHARDCAR_GOBUILD_CACHE"] ?? join(homedir(), ".cache", "shardcar-gobuild");
-  const dir = join(cache, `${name}-${sourceHash(sourceDir, tc)}`);
+  const cache = cacheDir(env);
+  const dir = binaryDir(name, sourceDir, tc, env);
   const binary = join(dir, name);
   if (existsSync(binary)) return { ok: true, binary, cached: true };
   // A private GOPATH per build: two processes building at once (tap runs

@@ -15,6 +15,7 @@
  * `REFRESH_GOLDEN=1` rewrites the goldens (atomically) and deletes stale ones.
  */
 import t from "tap";
+import { SIDECAR_ENV } from "../../src/sidecar-runtime.ts";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -239,6 +240,7 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
   t.same(sc.env, [
     { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
     { name: "POD_NAMESPACE", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } } },
+    ...SIDECAR_ENV,
   ]);
   const kubeconfig = ann["shardcar.io/kubeconfig"] === "true";
   const shards = ann["shardcar.io/shards"] ?? "ring";

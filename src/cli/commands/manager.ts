@@ -1,6 +1,6 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { createAdminServer } from "../../proxy/admin.ts";
-import { Counter, Registry as PromRegistry } from "prom-client";
+import { Counter, Registry as PromRegistry } from "../../prom.ts";
 import { ApiClient, kubeConfigConnection } from "../../kube/client.ts";
 import { systemClock } from "../../ring/clock.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";

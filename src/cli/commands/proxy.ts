@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { Registry } from "prom-client";
+import { fs } from "../../node-builtins.ts";
+import { Registry } from "../../prom.ts";
 import type { ApiClient } from "../../kube/client.ts";
 import { inClusterConnection, inClusterServer, readKubeconfig, type KubeconfigFile } from "../../kube/config.ts";
 import type { RingMember } from "../../ring/member.ts";
@@ -301,7 +301,7 @@ Examples:
       const mode = injectedMode;
       readiness.push({ name: "service-account-files", check: () => (mode.ready ? undefined : "token, namespace and ca.crt are not in place yet") });
     } else if (values["tls-cert"] !== undefined && values["tls-key"] !== undefined) {
-      tls = { cert: readFileSync(values["tls-cert"], "utf8"), key: readFileSync(values["tls-key"], "utf8") };
+      tls = { cert: fs.readFileSync(values["tls-cert"], "utf8"), key: fs.readFileSync(values["tls-key"], "utf8") };
     }
     const running = await startProxy({
       listen,

@@ -1,0 +1,191 @@
+/**
+ * P5m for the kind of controller most clusters run: a client-go 0.36
+ * informer (test/support/client-go/, client-go's own defaults: protobuf,
+ * watch-list) against the real k8s.io/apiserver kit, which serves protobuf
+ * (devapi does not), behind `shardcar proxy --shards i/N` processes (TLS on
+ * both sides, the sidecar's runtime settings).
+ *
+ * For N = 1, 2, 4, 8 (quick: 2), gate on and off (the kit restarted on the
+ * same data), each pod's peak RSS (controller VmHWM + proxy VmHWM) against
+ * the same controller unsharded; at rest too (the controller after
+ * runtime.GC + FreeOSMemory). 6,000 ConfigMaps of ~3.5 kB (quick: 1,500),
+ * the issue's example. Beside each row, the controller's own floor: the
+ * same binary watching an empty namespace.
+ *
+ * And the break-even curve (gate on): for growing caches, the unsharded
+ * controller's peak against the pod's at N = 2; the break-even size is
+ * where the line through those points crosses "pod = unsharded" (target:
+ * ≤ 100 MB of unsharded peak RSS).
+ *
+ * Skipped (BenchSkipped, with the reason) when the Go toolchain or the kit
+ * is missing; in quick mode also when the controller is not built yet (a
+ * cold build takes minutes).
+ *
+ * Usage: node bench/macro/p5m-client-go.ts [--quick]
+ *   P5MG_OBJECTS, P5MG_NS ("1,2,4,8"), P5MG_CURVE ("1000,2000,4000,8000,16000"), P5MG_BYTES override.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HashMatcher, shardRange } from "../../src/shard/range.ts";
+import { buildClientGoController, cachedClientGoController, startClientGoController, writeKubeconfig, type ClientGoController } from "../../test/support/client-go-controller.ts";
+import { BenchSkipped, type Bench, type BenchResult } from "../lib.ts";
+import { fitLine } from "../support/fit.ts";
+import { podMemory, type PodFigures } from "../support/pod-memory.ts";
+import { rssOf, sleep, stopAll, until } from "../support/proc.ts";
+import { startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
+import { configMapUids, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
+import { benchTls, type BenchTls } from "../support/tls.ts";
+
+const MB = 1e6;
+const P5M_NS = "p5m";
+const CURVE_NS = "p5m-curve";
+const EMPTY_NS = "p5m-empty";
+/** design.md: the break-even unsharded size must be at most this. */
+const TARGET_BREAK_EVEN_MB = 100;
+
+interface Setup {
+  readonly api: RealApi;
+  readonly tls: BenchTls;
+  readonly binary: string;
+  readonly dir: string;
+}
+
+interface Figures extends PodFigures {
+  readonly exact: boolean;
+  readonly objects: number;
+}
+
+const list = (v: string | undefined, dflt: string): number[] => (v === undefined || v === "" ? dflt : v).split(",").map(Number);
+const r1 = (x: number): number => Math.round(x * 10) / 10;
+
+/**
+ * N controllers on `namespace`, each behind its own proxy (`sharded`) or
+ * straight at the server; waits until each cache holds exactly its share of
+ * `uids`, then reads every process's memory.
+ */
+async function replicas(s: Setup, namespace: string, n: number, sharded: boolean, uids: readonly string[]): Promise<Figures[]> {
+  const proxies: ProxyProc[] = [];
+  const controllers: ClientGoController[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      let server = s.api.url;
+      let caFile = s.api.caFile;
+      if (sharded) {
+        const p = await startProxyProc({ name: `proxy-${i}/${n}`, upstream: s.api.url, tls: s.tls, shards: `${i}/${n}`, resources: "configmaps", upstreamCaFile: s.api.caFile });
+        proxies.push(p);
+        server = p.url;
+        caFile = s.tls.caFile;
+      }
+      const kubeconfig = writeKubeconfig(s.dir, server, caFile, s.api.token, `kubeconfig-${i}`);
+      controllers.push(await startClientGoController({ binary: s.binary, kubeconfig, resource: "configmaps", namespace }));
+    }
+    const wants = controllers.map((_, i) => {
+      const m = sharded ? new HashMatcher([shardRange(i, n)]) : undefined;
+      return new Set(uids.filter((u) => m === undefined || m.matchesString(u)));
+    });
+    const synced = await until(async () => (await Promise.all(controllers.map((c) => c.status()))).every((st, i) => st.synced && st.objects === wants[i]?.size), 300_000, 200);
+    if (!synced) throw new Error(`${n} client-go controllers on ${namespace} did not sync within 300 s; stderr:\n${controllers.map((c) => c.stderr().slice(-2000)).join("\n")}`);
+    await sleep(1000);
+    const out: Figures[] = [];
+    for (let i = 0; i < n; i++) {
+      const c = controllers[i] as ClientGoController;
+      const p = proxies[i];
+      const items = (await c.objects()).items;
+      const want = wants[i] ?? new Set<string>();
+      const peak = rssOf(c.pid).peak;
+      const rest = (await c.gc()).rss;
+      const pm = p === undefined ? { rss: 0, peak: 0 } : rssOf(p.child.pid);
+      out.push({ controllerPeakRss: peak, controllerRss: rest, proxyPeakRss: pm.peak, proxyRss: pm.rss, objects: items.length, exact: items.length === want.size && items.every((o) => want.has(o.uid)) });
+    }
+    return out;
+  } finally {
+    await Promise.all(controllers.map((c) => c.stop()));
+    await Promise.all(proxies.map((p) => p.child.stop()));
+  }
+}
+
+export const bench: Bench = async ({ quick }) => {
+  const objects = list(process.env["P5MG_OBJECTS"], quick ? "1500" : "6000")[0] ?? 6000;
+  const ns = list(process.env["P5MG_NS"], quick ? "2" : "1,2,4,8");
+  const curve = list(process.env["P5MG_CURVE"], quick ? "500,3000" : "1000,2000,4000,8000,16000").sort((a, b) => a - b);
+  const bytes = list(process.env["P5MG_BYTES"], "3500")[0] ?? 3500;
+  const built = quick ? await cachedClientGoController() : await buildClientGoController();
+  if (!built.ok) throw new BenchSkipped(`client-go controller: ${built.reason}`);
+  const tls = await benchTls("p5m");
+  const dir = mkdtempSync(join(tmpdir(), "shardcar-bench-p5m-"));
+  let api = await startRealApi("on");
+  try {
+    const s = (): Setup => ({ api, tls, binary: built.binary, dir });
+    await seedConfigMaps(api, P5M_NS, 0, objects, bytes);
+    await seedConfigMaps(api, EMPTY_NS, 0, 0, bytes);
+    const uids = await configMapUids(api, P5M_NS);
+    const dataMB = r1((uids.length * bytes) / MB);
+    const floor = (await replicas(s(), EMPTY_NS, 1, false, []))[0];
+    const floorExtra = { controllerFloorPeakMB: r1((floor?.controllerPeakRss ?? 0) / MB), controllerFloorRestMB: r1((floor?.controllerRss ?? 0) / MB) };
+    const unsharded = (await replicas(s(), P5M_NS, 1, false, uids))[0];
+    if (unsharded === undefined) throw new Error("no unsharded figures");
+    const base = { peak: unsharded.controllerPeakRss, rest: unsharded.controllerRss };
+    const results: BenchResult[] = [];
+    const rows = async (gate: "on" | "off"): Promise<void> => {
+      for (const n of ns) {
+        const f = await replicas(s(), P5M_NS, n, true, uids);
+        results.push(...podMemory("client-go", n, gate, f, base, { objects: uids.length, dataMB, exact: f.every((x) => x.exact) ? "yes" : "no", ...floorExtra }));
+      }
+    };
+    await rows("on");
+
+    // The break-even curve, gate on: one namespace grown step by step.
+    const points: Array<readonly [number, number]> = [];
+    let seeded = 0;
+    for (const size of curve) {
+      await seedConfigMaps(api, CURVE_NS, seeded, size, bytes);
+      seeded = size;
+      const cu = await configMapUids(api, CURVE_NS);
+      const one = (await replicas(s(), CURVE_NS, 1, false, cu))[0];
+      const two = await replicas(s(), CURVE_NS, 2, true, cu);
+      if (one === undefined) continue;
+      const pod = Math.max(...two.map((x) => x.controllerPeakRss + x.proxyPeakRss));
+      points.push([one.controllerPeakRss, pod]);
+      results.push({
+        id: "P5m",
+        name: `break-even curve: client-go pod at N=2 vs unsharded, ${size} configmaps`,
+        candidate: { label: "pod at N=2 (controller + proxy peak RSS)", value: r1(pod / MB), unit: "MB" },
+        baseline: { label: "unsharded controller peak RSS", value: r1(one.controllerPeakRss / MB), unit: "MB" },
+        ratio: one.controllerPeakRss / pod,
+        extra: { metric: "break-even-point", objects: size, dataMB: r1((size * bytes) / MB), exact: two.every((x) => x.exact) ? "yes" : "no", ...floorExtra },
+      });
+    }
+    points.push([unsharded.controllerPeakRss, Math.max(...(results.filter((r) => r.extra?.["metric"] === "pod-peak" && r.extra["n"] === 2 && r.extra["gate"] === "on").map((r) => r.candidate.value * MB)))]);
+    const fit = fitLine(points);
+    if (fit !== undefined) {
+      // pod = a + b·unsharded crosses pod = unsharded at a / (1 − b).
+      const breakEven = fit.b < 1 ? fit.a / (1 - fit.b) : Number.POSITIVE_INFINITY;
+      const measuredMax = Math.max(...points.map((p) => p[0]));
+      results.push({
+        id: "P5m",
+        name: "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less",
+        candidate: { label: "break-even unsharded peak RSS (line through the curve)", value: r1(breakEven / MB), unit: "MB" },
+        baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MB), unit: "MB" },
+        ratio: measuredMax / breakEven,
+        extra: { targetMaxMB: TARGET_BREAK_EVEN_MB, metric: "break-even", fixedMB: r1(fit.a / MB), slope: Math.round(fit.b * 1000) / 1000, points: points.length, withinMeasured: breakEven <= measuredMax ? "yes" : "no", ...floorExtra },
+      });
+    }
+
+    // Gate off: the same data, the server ignoring the selector.
+    await stopRealApi(api, false);
+    api = await startRealApi("off", api.runDir);
+    await rows("off");
+    return results;
+  } finally {
+    await stopAll();
+    await stopRealApi(api, true).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+    tls.remove();
+  }
+};
+
+if (import.meta.main) {
+  const results = await bench({ quick: process.argv.includes("--quick") });
+  console.log(JSON.stringify(results, null, 2));
+}

@@ -1,0 +1,161 @@
+/**
+ * P6b, the sidecar under load: how much a real `shardcar proxy` process
+ * (TLS to its client and to devapi, the sidecar's runtime settings) grows
+ * over its own idle RSS while it streams a 100 MB list and then 5 minutes
+ * of watch churn (quick: a 10 MB list and 15 s).
+ *
+ * Four proxies in the same run, each with its own client: gate on and gate
+ * off (two devapi processes), a fast client and a slow one (2 MB/s, which
+ * pauses its socket whenever it is ahead: a controller busy decoding). Each
+ * proxy owns half the keyspace (`--shards 0/2`): gate off it reads the whole
+ * list and filters it, gate on the server sends it half. The client LISTs
+ * pods, then WATCHes from the list's resourceVersion while devapi patches
+ * pods at a fixed rate; RSS is sampled every 50 ms from /proc, and the peak
+ * over list and churn is compared with the same process's idle RSS.
+ *
+ * Target (design.md): growth ≤ 32 MB for every client and gate.
+ *
+ * Usage: node bench/macro/p6b-load.ts [--quick]
+ *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
+ *   P6B_RUNTIME=none starts the proxies without the sidecar's runtime
+ *   settings (src/sidecar-runtime.ts), for a before/after.
+ */
+import { fileURLToPath } from "node:url";
+import type { Bench, BenchResult } from "../lib.ts";
+import { procMemory, readBody, RssSampler, toMB } from "../support/memory.ts";
+import { ask, forkTs, sleep, stopAll, type Child } from "../support/proc.ts";
+import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
+import { benchTls, type BenchTls } from "../support/tls.ts";
+
+const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
+const TARGET_GROWTH_MB = 32;
+
+type Gate = "on" | "off";
+type Reader = "fast" | "slow";
+
+interface Outcome {
+  readonly gate: Gate;
+  readonly reader: Reader;
+  readonly idle: number;
+  readonly listPeak: number;
+  readonly peak: number;
+  readonly after: number;
+  readonly listBytes: number;
+  readonly listMs: number;
+  readonly watchBytes: number;
+  readonly upstreamBytes: number;
+}
+
+const envNum = (name: string, dflt: number): number => {
+  const v = process.env[name];
+  return v === undefined || v === "" ? dflt : Number(v);
+};
+
+/** Median of a few RSS samples a moment apart: an idle process still settles by a few hundred kB. */
+async function idleRss(pid: number): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    xs.push(procMemory(pid).rss);
+    await sleep(200);
+  }
+  return xs.sort((a, b) => a - b)[2] ?? Number.NaN;
+}
+
+/** Resolves once `n` parties arrived. */
+function barrier(n: number): { readonly arrive: () => void; readonly all: Promise<void> } {
+  let left = n;
+  let open = (): void => undefined;
+  const all = new Promise<void>((resolve) => (open = resolve));
+  return {
+    arrive: () => {
+      if (--left === 0) open();
+    },
+    all,
+  };
+}
+
+async function drive(p: ProxyProc, gate: Gate, reader: Reader, tls: BenchTls, bps: number, listed: () => void, churnDone: Promise<void>): Promise<Outcome> {
+  await sleep(3000);
+  const idle = await idleRss(p.child.pid);
+  const sampler = new RssSampler(p.child.pid, 50);
+  const rate = reader === "slow" ? { bytesPerSecond: bps } : {};
+  const list = await readBody(`${p.url}/api/v1/pods`, { ca: tls.caPem, ...rate });
+  if (list.status !== 200) throw new Error(`gate ${gate}, ${reader} reader: LIST answered ${list.status}`);
+  const listPeak = sampler.peak;
+  const rv = /"resourceVersion":"(\d+)"/.exec(list.head)?.[1];
+  if (rv === undefined) throw new Error(`gate ${gate}, ${reader} reader: no resourceVersion in the list's first 4 kB`);
+  const stop = new AbortController();
+  const watch = readBody(`${p.url}/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, { ca: tls.caPem, signal: stop.signal, ...rate });
+  listed();
+  await churnDone;
+  // The last events through the slowest client, then the peak is final.
+  await sleep(2000);
+  stop.abort();
+  const w = await watch;
+  const peak = sampler.stop();
+  await sleep(2000);
+  const after = procMemory(p.child.pid).rss;
+  const stats = await proxyStats(p);
+  return { gate, reader, idle, listPeak, peak, after, listBytes: list.bytes, listMs: list.ms, watchBytes: w.bytes, upstreamBytes: stats.upstreamBytes };
+}
+
+export const bench: Bench = async ({ quick }) => {
+  // ~4.2 kB a pod on the wire: 24,000 pods make a 100 MB list.
+  const pods = envNum("P6B_PODS", quick ? 2400 : 24_000);
+  const churnS = envNum("P6B_CHURN_S", quick ? 15 : 300);
+  const churnRate = envNum("P6B_CHURN_RATE", 200);
+  const bps = envNum("P6B_SLOW_BPS", 2_000_000);
+  const tls = await benchTls("p6b");
+  const devapis: Record<Gate, Child> = {
+    on: forkTs("devapi-on", DEVAPI, ["--pods", String(pods), "--cert", tls.certFile, "--key", tls.keyFile, "--gate", "on"]),
+    off: forkTs("devapi-off", DEVAPI, ["--pods", String(pods), "--cert", tls.certFile, "--key", tls.keyFile, "--gate", "off"]),
+  };
+  try {
+    const ready = {
+      on: await ask<{ url: string; bytes: number }>(devapis.on, { type: "" }, "ready", 300_000),
+      off: await ask<{ url: string; bytes: number }>(devapis.off, { type: "" }, "ready", 300_000),
+    };
+    const cases = (["on", "off"] as const).flatMap((gate) => (["fast", "slow"] as const).map((reader) => ({ gate, reader })));
+    const proxies = await Promise.all(cases.map((c) => startProxyProc({ name: `proxy-${c.gate}-${c.reader}`, upstream: ready[c.gate].url, tls, shards: "0/2", ...(process.env["P6B_RUNTIME"] === "none" ? { env: process.env } : {}) })));
+    // Churn starts once every list is through (the slow ones take longest)
+    // and every watch is open.
+    const lists = barrier(cases.length);
+    const churnDone = lists.all.then(async () => {
+      await Promise.all((["on", "off"] as const).map((g) => ask(devapis[g], { type: "churn", count: churnS * churnRate, rate: churnRate, seed: 1 }, "churned", churnS * 1000 + 120_000)));
+    });
+    const outcomes = await Promise.all(cases.map((c, i) => drive(proxies[i] as ProxyProc, c.gate, c.reader, tls, bps, lists.arrive, churnDone)));
+    return outcomes.map((o): BenchResult => {
+      const growth = o.peak - o.idle;
+      return {
+        id: "P6b",
+        name: `sidecar RSS growth over idle, ${Math.round(ready[o.gate].bytes / 1e6)} MB list + ${churnS} s of churn, gate ${o.gate}, ${o.reader === "fast" ? "fast client" : `slow client (${bps / 1e6} MB/s)`}`,
+        candidate: { label: "peak − idle, same process", value: toMB(growth), unit: "MB" },
+        baseline: { label: "idle RSS", value: toMB(o.idle), unit: "MB" },
+        ratio: o.idle / o.peak,
+        extra: {
+          targetMaxMB: TARGET_GROWTH_MB,
+          gate: o.gate,
+          reader: o.reader,
+          idleMB: toMB(o.idle),
+          peakMB: toMB(o.peak),
+          listPeakMB: toMB(o.listPeak),
+          afterMB: toMB(o.after),
+          listToClientMB: toMB(o.listBytes),
+          listSeconds: Math.round(o.listMs / 100) / 10,
+          upstreamMB: toMB(o.upstreamBytes),
+          watchToClientMB: toMB(o.watchBytes),
+          churnEvents: churnS * churnRate,
+        },
+      };
+    });
+  } finally {
+    for (const d of Object.values(devapis)) if (d.proc.connected) d.proc.send({ type: "exit" });
+    await stopAll();
+    tls.remove();
+  }
+};
+
+if (import.meta.main) {
+  const results = await bench({ quick: process.argv.includes("--quick") });
+  console.log(JSON.stringify(results, null, 2));
+}
