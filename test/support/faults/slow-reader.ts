@@ -1,0 +1,224 @@
+/**
+ * Fault: a controller that stops reading. It sends a big LIST, or opens a
+ * WATCH on a busy resource, reads the response headers and then nothing
+ * more, while the server has (or keeps producing) far more than any buffer
+ * should hold. The proxy (a real `shardcar proxy` process, so its RSS is its
+ * own) must hold a bounded amount and pass the backpressure to the
+ * apiserver: the link between them sees the proxy stop reading, instead of
+ * the proxy reading everything into memory.
+ *
+ * Then the controller reads again: the list must arrive whole and exact, so
+ * the bound was backpressure, not loss.
+ */
+import { connect, type Socket } from "node:net";
+import type { Test } from "tap";
+import { FaultLink } from "../fault-link.ts";
+import { callJson, inParallel, open, type KubeObject, type Target } from "../http.ts";
+import { ProxyProcess, tcpQueues, type ProcessSample } from "../proxy-process.ts";
+import type { FaultServer } from "./servers.ts";
+
+const MiB = 1024 * 1024;
+
+/**
+ * What the proxy itself may hold of a response its client does not read:
+ * bytes it took from the server that are neither still queued in the kernel
+ * (the link's send queue to it, its receive queue from the link, its send
+ * queue to the client, the client's receive queue) nor read by the client. That is its stream
+ * buffers (tens of kB each), the http-proxy pipe, and one item or event in
+ * the filter (the pods here are 64 kB). Everything above would be a buffer
+ * in the proxy.
+ */
+export const HELD_BOUND_BYTES = 4 * MiB;
+/** RSS growth over the idle proxy's while its client reads nothing: far below what the server has to send. */
+export const RSS_GROWTH_BOUND_BYTES = 32 * MiB;
+/** V8 heap plus ArrayBuffer (Buffer) growth, likewise. */
+export const HEAP_GROWTH_BOUND_BYTES = 16 * MiB;
+
+export interface SlowReaderData {
+  /** The path the slow client reads (a sharded collection). */
+  readonly path: string;
+  /** `--resources` for the proxy. */
+  readonly resources: string;
+  /** Rewrites every object of the collection once (a burst of big MODIFIED events); returns the bytes written. */
+  readonly rewriteAll: () => Promise<number>;
+}
+
+/** A client that sends one request on a raw socket, reads the response headers, and then stops reading. */
+class StoppedReader {
+  readonly socket: Socket;
+  /** Bytes it read (the headers and whatever came with them) before it stopped. */
+  read = 0;
+  readonly status: Promise<number>;
+
+  constructor(port: number, path: string, token: string) {
+    this.socket = connect(port, "127.0.0.1");
+    this.socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: application/json\r\nConnection: close\r\n\r\n`);
+    let head = "";
+    this.status = new Promise((resolve, reject) => {
+      this.socket.on("error", reject);
+      const onData = (b: Buffer): void => {
+        this.read += b.length;
+        head += b.toString("latin1");
+        if (!head.includes("\r\n\r\n")) return;
+        this.socket.off("data", onData);
+        this.socket.pause();
+        resolve(Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? "0"));
+      };
+      this.socket.on("data", onData);
+    });
+  }
+
+  /** Reads the rest: the whole body, de-chunked, once the server ends it. */
+  async rest(): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    this.socket.on("data", (b: Buffer) => chunks.push(b));
+    this.socket.resume();
+    await new Promise<void>((resolve) => this.socket.once("end", resolve).once("close", () => resolve()));
+    return Buffer.concat(chunks);
+  }
+}
+
+interface Measure {
+  /** Bytes the proxy took from the server since the request. */
+  readonly taken: number;
+  /** Of those, still queued in the kernel or read by the client. */
+  readonly inFlight: number;
+  readonly proxyNotReadingMs: number;
+  readonly sample: ProcessSample;
+}
+
+async function measure(link: FaultLink, since: number, proxy: ProxyProcess, client: StoppedReader): Promise<Measure> {
+  const sample = await proxy.sample();
+  const taken = link.connections().reduce((n, c) => n + c.down, 0) - since;
+  // The client and the link live in this process: the client's receive
+  // queue, and the link's send queue towards the proxy (bytes the link
+  // counted as handed over that the proxy's kernel has not taken yet).
+  const clientRx = tcpQueues(process.pid, { remotePort: proxy.port }).rx;
+  const linkTx = tcpQueues(process.pid, { localPort: Number(new URL(link.url).port) }).tx;
+  const notReading = link.open().map((c) => (c.proxyNotReadingSince === undefined ? 0 : Date.now() - c.proxyNotReadingSince));
+  return { taken, inFlight: linkTx + sample.upstreamRxQueued + sample.txQueued + clientRx + client.read, proxyNotReadingMs: Math.max(0, ...notReading), sample };
+}
+
+function grown(m: Measure, baseline: ProcessSample): { rss: number; heap: number } {
+  return { rss: m.sample.rssBytes - baseline.rssBytes, heap: m.sample.heapUsedBytes + m.sample.arrayBuffersBytes - (baseline.heapUsedBytes + baseline.arrayBuffersBytes) };
+}
+
+/** Waits until the proxy's intake stops growing for `quietMs` (or `timeoutMs`); returns the last measure and the peak growth seen. */
+async function plateau(link: FaultLink, proxy: ProxyProcess, client: StoppedReader, since: number, baseline: ProcessSample, quietMs: number, timeoutMs: number): Promise<{ last: Measure; peak: { rss: number; heap: number } }> {
+  const end = Date.now() + timeoutMs;
+  let last = await measure(link, since, proxy, client);
+  const peak = grown(last, baseline);
+  let stableSince = Date.now();
+  while (Date.now() < end && Date.now() - stableSince < quietMs) {
+    await new Promise((r) => setTimeout(r, 250));
+    const m = await measure(link, since, proxy, client);
+    const g = grown(m, baseline);
+    peak.rss = Math.max(peak.rss, g.rss);
+    peak.heap = Math.max(peak.heap, g.heap);
+    if (m.taken !== last.taken) stableSince = Date.now();
+    last = m;
+  }
+  return { last, peak };
+}
+
+function mb(n: number): string {
+  return `${(n / MiB).toFixed(1)} MiB`;
+}
+
+/**
+ * The proxy owns the whole keyspace (`0/1`), so it forwards every byte it
+ * takes (with the gate off it still runs its filter over every item): what
+ * it took and what is in flight can then be compared byte for byte. The
+ * caller owns `server` and `data` (one data set serves several runs).
+ */
+export async function slowReaderScenario(t: Test, server: FaultServer, data: SlowReaderData, what: "list" | "watch"): Promise<void> {
+  const link = await FaultLink.start(server.url);
+  const proxy = await ProxyProcess.start({ name: "slow-reader", upstream: link.url, ...(server.caFile === undefined ? {} : { upstreamCaFile: server.caFile }), resources: data.resources, shards: "0/1", tls: false });
+  t.teardown(async () => {
+    await proxy.stop();
+    await link.close();
+  });
+  const target: Target = { url: proxy.url, token: server.token };
+  // A whole read first: the proxy's code is loaded and warm, so the
+  // baseline is a proxy that has served this request before.
+  const whole = await readAll(target, data.path);
+  const baseline = await proxy.sample();
+  const since = link.connections().reduce((n, c) => n + c.down, 0);
+
+  const path = what === "list" ? data.path : `${data.path}?watch=true&resourceVersion=${whole.resourceVersion}`;
+  const client = new StoppedReader(proxy.port, path, server.token);
+  t.equal(await client.status, 200, `the ${what} was answered, and the client stopped reading after the headers`);
+  let written = 0;
+  if (what === "watch") written = await data.rewriteAll();
+  const { last, peak } = await plateau(link, proxy, client, since, baseline, 2000, 60_000);
+  const sourceBytes = what === "list" ? whole.bytes : written;
+  const held = last.taken - last.inFlight;
+  t.comment(
+    `${server.kind}, ${what}: the server had ${mb(sourceBytes)} to send; the proxy took ${mb(last.taken)}, of which ${mb(last.inFlight)} is in kernel queues or read by the client, ` +
+      `so it holds ${mb(held)}; it has not read from the server for ${last.proxyNotReadingMs} ms; RSS ${mb(baseline.rssBytes)} + ${mb(peak.rss)}, heap+buffers + ${mb(peak.heap)} at most`,
+  );
+  t.ok(sourceBytes > 2 * RSS_GROWTH_BOUND_BYTES, `the server had far more to send than any bound (${mb(sourceBytes)})`);
+  // Most of what the proxy took sits in kernel socket queues (loopback
+  // autotunes a receive buffer up to net.ipv4.tcp_rmem's maximum, 32 MiB
+  // here), so "taken" is bounded by the kernel; what the proxy holds itself
+  // is `held`.
+  t.ok(last.taken < sourceBytes, `the server was left holding ${mb(sourceBytes - last.taken)} it could not send (the proxy took ${mb(last.taken)} of ${mb(sourceBytes)})`);
+  t.ok(last.proxyNotReadingMs >= 1000, `the link saw the proxy stop reading from the server (backpressure), for ${last.proxyNotReadingMs} ms`);
+  t.ok(held <= HELD_BOUND_BYTES, `the proxy itself holds at most ${mb(HELD_BOUND_BYTES)} of what its client has not read (${mb(held)})`);
+  t.ok(peak.rss <= RSS_GROWTH_BOUND_BYTES, `the proxy's RSS grew by at most ${mb(RSS_GROWTH_BOUND_BYTES)} (${mb(peak.rss)})`);
+  t.ok(peak.heap <= HEAP_GROWTH_BOUND_BYTES, `the proxy's heap and buffers grew by at most ${mb(HEAP_GROWTH_BOUND_BYTES)} (${mb(peak.heap)})`);
+
+  if (what === "list") {
+    // Reading again: the list arrives whole.
+    const rest = await client.rest();
+    t.ok(rest.length + client.read >= whole.bytes, `once the client reads again the whole list arrives (${mb(rest.length + client.read)} of ${mb(whole.bytes)})`);
+  }
+  client.socket.destroy();
+}
+
+async function readBody(res: { resume(): void } & AsyncIterable<unknown>): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  res.resume();
+  for await (const c of res) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** Reads `path` through the proxy completely: its item count, resourceVersion and size. */
+async function readAll(target: Target, path: string): Promise<{ items: number; resourceVersion: string; bytes: number }> {
+  const { response } = open(target, path, { headers: { accept: "application/json" } });
+  const res = await response;
+  const body = await readBody(res);
+  const list = JSON.parse(body.toString("utf8")) as { items?: KubeObject[]; metadata?: { resourceVersion?: string } };
+  return { items: list.items?.length ?? 0, resourceVersion: list.metadata?.resourceVersion ?? "", bytes: body.length };
+}
+
+/**
+ * `count` pods of about `bytes` each in `namespace`, created over HTTP (the
+ * same on devapi and realapi; realapi's metadata validation caps a pod's
+ * annotations at 256 kB), and a writer that rewrites each one.
+ */
+export async function bigPods(server: FaultServer, namespace: string, count: number, bytes: number): Promise<SlowReaderData & { cleanUp(): Promise<void> }> {
+  const pad = (i: number, round: number): string => `${round}-${i}-`.padEnd(bytes, "x");
+  const names = Array.from({ length: count }, (_, i) => `big-${String(i).padStart(4, "0")}`);
+  await inParallel(names, 8, (name, i) =>
+    callJson(server.target, "POST", `/api/v1/namespaces/${namespace}/pods`, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace, annotations: { "example.com/pad": pad(i, 0) } },
+      spec: { containers: [{ name: "main", image: "registry.invalid/app:1" }] },
+    }),
+  );
+  let round = 0;
+  return {
+    path: `/api/v1/namespaces/${namespace}/pods`,
+    resources: "pods",
+    async rewriteAll() {
+      round++;
+      await inParallel(names, 4, (name, i) => callJson(server.target, "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { "example.com/pad": pad(i, round) } } }, "application/merge-patch+json"));
+      return count * bytes;
+    },
+    async cleanUp() {
+      await inParallel(names, 8, (name) => callJson(server.target, "DELETE", `/api/v1/namespaces/${namespace}/pods/${name}`).catch(() => undefined));
+    },
+  };
+}
