@@ -7,9 +7,11 @@
  *   `clientNode` lists every specifier it resolved from
  *   `@kubernetes/client-node` (the sidecar's footprint, P6, depends on never
  *   loading it in ring mode unless the credentials need it);
- * - `{ type: "sample" }`: answers `{ type: "sample", memory }` with
+ * - `{ type: "sample", gc? }`: answers `{ type: "sample", memory }` with
  *   `process.memoryUsage()`, the heap figures only the process itself can
- *   read (RSS, file descriptors and sockets are read from /proc by the parent).
+ *   read (RSS, file descriptors and sockets are read from /proc by the
+ *   parent); with `gc: true` and `--expose-gc`, after a full collection, so
+ *   the heap is what is live (a leak), not what is garbage yet.
  *
  * argv: the proxy's flags. A SIGKILL is a SIGKILL: nothing here runs then.
  */
@@ -26,7 +28,10 @@ registerHooks({
 const { main } = await import("../../src/cli/main.ts");
 const stop = new AbortController();
 process.on("message", (m: { type?: string }) => {
-  if (m.type === "sample") process.send?.({ type: "sample", memory: process.memoryUsage() });
+  if (m.type === "sample") {
+    if ((m as { gc?: boolean }).gc === true) (globalThis as { gc?: () => void }).gc?.();
+    process.send?.({ type: "sample", memory: process.memoryUsage() });
+  }
   else stop.abort();
 });
 const code = await main(["proxy", ...process.argv.slice(2)], { stdout: process.stdout, stderr: process.stderr, env: process.env, signal: stop.signal });

@@ -33,6 +33,8 @@ export interface ProxyProcessOptions {
   readonly name?: string;
   /** Serve TLS on the loopback listener (default true; client-node needs it). False: plain HTTP, for raw-socket clients. */
   readonly tls?: boolean;
+  /** Sample the heap after a full collection (runs the child with --expose-gc): live memory, for leak slopes. */
+  readonly gcBeforeSample?: boolean;
 }
 
 export interface ProcessSample {
@@ -149,7 +151,7 @@ export class ProxyProcess {
         resolve(m.memory);
       };
       cur.child.on("message", onMessage);
-      cur.child.send({ type: "sample" });
+      cur.child.send({ type: "sample", gc: this.#opts.gcBeforeSample === true });
     });
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? "0");
@@ -175,7 +177,11 @@ export class ProxyProcess {
       "warn",
       ...(o.args ?? []),
     ];
-    const child = fork(CHILD, args, { env: o.env ?? process.env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+    const child = fork(CHILD, args, {
+      env: o.env ?? process.env,
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+      ...(o.gcBeforeSample === true ? { execArgv: [...process.execArgv, "--expose-gc"] } : {}),
+    });
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     this.#cur = { child, exited };
     let out = "";
