@@ -25,14 +25,17 @@ export async function proxyKillScenario(t: Test, server: FaultServer): Promise<v
     const errorsBefore = victims.map((s) => FaultRig.controllerOf(s).errors.length);
     await Promise.all(victims.map((s) => FaultRig.processOf(s).kill("SIGKILL")));
     const writesAt = churn.ops();
+    const killedAt = Date.now();
     await waitUntil("every controller of a killed proxy noticed", () => victims.every((s, i) => FaultRig.controllerOf(s).errors.length > (errorsBefore[i] ?? 0)), 20_000);
+    t.comment(`round ${round}: the controllers noticed after ${Date.now() - killedAt} ms`);
     await waitUntil("the churn wrote while the proxies were down", () => churn.ops() >= writesAt + 20, 20_000);
     await Promise.all(victims.map((s) => FaultRig.processOf(s).restart()));
     t.ok(
       victims.every((s, i) => FaultRig.processOf(s).pid !== undefined && FaultRig.processOf(s).pid !== pids[i]),
       `round ${round}: ${victims.map((s) => s.name).join(", ")} SIGKILLed and restarted as new processes on the same port (${victims.map((s) => s.proxy.url).join(", ")})`,
     );
-    t.ok(await rig.waitExact(45_000), `round ${round}: every cache is exact again through the restarted proxies`);
+    const t0 = Date.now();
+    t.ok(await rig.waitExact(45_000), `round ${round}: every cache is exact again through the restarted proxies (after ${Date.now() - t0} ms)`);
   }
   const { ops, errors } = await churn.stop();
   t.ok(ops > 100, `the churn wrote throughout (${ops} writes, ${errors} failed)`);

@@ -173,8 +173,9 @@ export class FaultRig {
    * ever handed an object outside its shard.
    */
   async assertExactAndNeverOutOfRange(t: Test, timeoutMs: number): Promise<void> {
+    const t0 = Date.now();
     const settled = await this.waitExact(timeoutMs);
-    t.ok(settled, `every cache converged to its exact shard within ${timeoutMs} ms`);
+    t.ok(settled, `every cache converged to its exact shard (after ${Date.now() - t0} ms; at most ${timeoutMs} ms)`);
     for (const s of this.shards) {
       const want = await expectedShard(this.server.target, "/api/v1/pods", s.ranges, "uid");
       t.same(setDiff(FaultRig.controllerOf(s).idents(), want), { missing: [], extra: [] }, `${s.name} holds exactly its shard (${want.size} pods)`);
