@@ -17,6 +17,7 @@
  * long-lived members' ranges widen and narrow each time (relists, synthetic
  * DELETEDs, 410s to resuming watches).
  */
+import { join } from "node:path";
 import t from "tap";
 import { eventually, startChurn } from "../support/cluster.ts";
 import type { ProcessSample } from "../support/proxy-process.ts";
@@ -37,6 +38,8 @@ const RING_CHANGE_SECONDS = knob("SHARDCAR_SOAK_RING_CHANGE_SECONDS", SAMPLE_SEC
 const WARMUP_MINUTES = knob("SHARDCAR_SOAK_WARMUP_MINUTES", Math.min(5, MINUTES / 4));
 const WRITES_PER_SECOND = knob("SHARDCAR_SOAK_WRITES_PER_SECOND", 20);
 const PODS = knob("SHARDCAR_SOAK_PODS", 3000);
+/** A directory: m-0 writes a heap snapshot there after the warm-up and at the end (to look into a slope). */
+const SNAPSHOTS = process.env["SHARDCAR_SOAK_HEAP_SNAPSHOTS"];
 
 const MiB = 1024 * 1024;
 const NAMESPACES = ["soak-a", "soak-b", "soak-c"];
@@ -117,6 +120,12 @@ t.test(`soak: ${MINUTES} min of churn (${WRITES_PER_SECOND} writes/s) and ring c
       const row = { minute: minute(), members: fleet.members.size, writes: churn.ops(), samples };
       rows.push(row);
       t.comment(table([row])[2] ?? "");
+      const first = fleet.members.get(CORE[0] ?? "");
+      const lastSample = at + SAMPLE_SECONDS * 1000 > end;
+      const afterWarmup = row.minute >= WARMUP_MINUTES && rows.filter((r) => r.minute >= WARMUP_MINUTES).length === 1;
+      if (SNAPSHOTS !== undefined && first !== undefined && (afterWarmup || lastSample)) {
+        t.comment(`heap snapshot: ${await first.proxy.heapSnapshot(join(SNAPSHOTS, `${first.name}-${fmt(row.minute, 1)}min.heapsnapshot`))}`);
+      }
     }
   })();
   const changer = (async () => {

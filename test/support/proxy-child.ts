@@ -11,11 +11,14 @@
  *   `process.memoryUsage()`, the heap figures only the process itself can
  *   read (RSS, file descriptors and sockets are read from /proc by the
  *   parent); with `gc: true` and `--expose-gc`, after a full collection, so
- *   the heap is what is live (a leak), not what is garbage yet.
+ *   the heap is what is live (a leak), not what is garbage yet;
+ * - `{ type: "heap-snapshot", file }`: writes a V8 heap snapshot there and
+ *   answers `{ type: "heap-snapshot", file }` (to look into a failing slope).
  *
  * argv: the proxy's flags. A SIGKILL is a SIGKILL: nothing here runs then.
  */
 import { registerHooks } from "node:module";
+import { writeHeapSnapshot } from "node:v8";
 
 const clientNode: string[] = [];
 registerHooks({
@@ -28,7 +31,11 @@ registerHooks({
 const { main } = await import("../../src/cli/main.ts");
 const stop = new AbortController();
 process.on("message", (m: { type?: string }) => {
-  if (m.type === "sample") {
+  if (m.type === "heap-snapshot") {
+    // Diagnostics for a slope that fails: compare two snapshots' constructors.
+    (globalThis as { gc?: () => void }).gc?.();
+    process.send?.({ type: "heap-snapshot", file: writeHeapSnapshot((m as { file?: string }).file) });
+  } else if (m.type === "sample") {
     if ((m as { gc?: boolean }).gc === true) (globalThis as { gc?: () => void }).gc?.();
     process.send?.({ type: "sample", memory: process.memoryUsage() });
   }

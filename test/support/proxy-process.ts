@@ -137,6 +137,21 @@ export class ProxyProcess {
     rmSync(this.#dir, { recursive: true, force: true });
   }
 
+  /** Writes a V8 heap snapshot of the running process to `file` (after a collection, with `gcBeforeSample`). */
+  async heapSnapshot(file: string): Promise<string> {
+    const cur = this.#cur;
+    if (cur === undefined || !this.running) throw new Error("heapSnapshot: the proxy is not running");
+    return new Promise<string>((resolve) => {
+      const onMessage = (m: { type?: string; file?: string }): void => {
+        if (m.type !== "heap-snapshot") return;
+        cur.child.off("message", onMessage);
+        resolve(m.file ?? file);
+      };
+      cur.child.on("message", onMessage);
+      cur.child.send({ type: "heap-snapshot", file });
+    });
+  }
+
   /** RSS, heap, fds and upstream connections of the running process. */
   async sample(): Promise<ProcessSample> {
     const cur = this.#cur;
@@ -180,7 +195,9 @@ export class ProxyProcess {
     const child = fork(CHILD, args, {
       env: o.env ?? process.env,
       stdio: ["ignore", "pipe", "pipe", "ipc"],
-      ...(o.gcBeforeSample === true ? { execArgv: [...process.execArgv, "--expose-gc"] } : {}),
+      // Not the test runner's own flags (tap's --import hooks would load into
+      // the sidecar and count in its RSS): the process runs as `node` would.
+      execArgv: o.gcBeforeSample === true ? ["--expose-gc"] : [],
     });
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
     this.#cur = { child, exited };

@@ -91,7 +91,9 @@ export async function privateRealapi(opts: { pods: number; namespaces: readonly 
   const kit = realapiKit();
   if (!existsSync(join(kit, "start.sh"))) throw new Error(`${kit}/start.sh not found: the real-server kit is not beside the repository`);
   const gate = process.env["REALAPI_GATE_SHARDED"] === "false" ? "off" : "on";
-  const dir = mkdtempSync(join(tmpdir(), "shardcar-fault-realapi-"));
+  // Inside the lane's run directory when there is one: if this process dies
+  // before its teardown, test/real/run.sh's cleanup still stops the server.
+  const dir = mkdtempSync(join(process.env["REALAPI_RUN_DIR"] ?? tmpdir(), "fault-realapi-"));
   const start = async (port?: string): Promise<Record<string, string>> => {
     // start.sh picks free ports and then binds them; on a busy machine
     // another process can take one in between (as test/real/run.sh retries).
