@@ -16,5 +16,5 @@ import { privateRealapi } from "../support/faults/servers.ts";
 const env = realApiEnv();
 
 t.test(`gate ${env.gate}: after an etcd compaction, resumes get 410 and relist, a paged LIST falls back to a full one, and caches end exact with nothing out of range`, async (t) => {
-  await compactionScenario(t, await privateRealapi({ pods: 600, namespaces: NAMESPACES }));
+  await compactionScenario(t, await privateRealapi({ pods: 300, namespaces: NAMESPACES }));
 });
