@@ -21,10 +21,11 @@ import { callJson, waitUntil } from "../http.ts";
 import { FaultRig } from "./rig.ts";
 import type { FaultServer } from "./servers.ts";
 
-export async function compactionScenario(t: Test, server: FaultServer): Promise<void> {
+/** `clientGo`: the client-go controller's binary, to run one more controller, client-go's own (`RigOptions.clientGo`). */
+export async function compactionScenario(t: Test, server: FaultServer, opts: { readonly clientGo?: string } = {}): Promise<void> {
   const compact = server.compact;
   if (compact === undefined) throw new Error(`${server.kind}: this server cannot be compacted by the test`);
-  const rig = await FaultRig.start(t, server, { shards: 3, link: true });
+  const rig = await FaultRig.start(t, server, { shards: 3, link: true, ...opts });
   const link = rig.link;
   if (link === undefined) throw new Error("the rig has no link");
   t.ok(await rig.waitExact(30_000), "every cache is exact before the fault");

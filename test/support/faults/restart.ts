@@ -12,10 +12,11 @@ import { waitUntil } from "../http.ts";
 import { FaultRig } from "./rig.ts";
 import type { FaultServer } from "./servers.ts";
 
-export async function apiserverRestartScenario(t: Test, server: FaultServer): Promise<void> {
+/** `clientGo`: the client-go controller's binary, to run one more controller, client-go's own (`RigOptions.clientGo`). */
+export async function apiserverRestartScenario(t: Test, server: FaultServer, opts: { readonly clientGo?: string } = {}): Promise<void> {
   const restart = server.restart;
   if (restart === undefined) throw new Error(`${server.kind}: this server cannot be restarted by the test`);
-  const rig = await FaultRig.start(t, server, { shards: 3, link: true });
+  const rig = await FaultRig.start(t, server, { shards: 3, link: true, ...opts });
   t.ok(await rig.waitExact(30_000), "every cache is exact before the fault");
   const churn = await startHttpChurn(server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 3 });
 

@@ -7,6 +7,9 @@
  * each cache exactly its shard of the server's own list, and no controller
  * ever handed an object outside its shard.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Test } from "tap";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership } from "../../../src/proxy/ownership.ts";
@@ -16,6 +19,7 @@ import type { Range } from "../../../src/shard/range.ts";
 import { parseResources, parseShardSpec, staticRanges } from "../../../src/shard/spec.ts";
 import { createLocalCa } from "../../../src/webhook/pki.ts";
 import { brokenProxyOptions } from "../broken-proxy.ts";
+import { startClientGoController, writeKubeconfig, type ClientGoController } from "../client-go-controller.ts";
 import { startController, type Controller, type ControllerOptions } from "../controller.ts";
 import { FaultLink } from "../fault-link.ts";
 import { eventually, listAll } from "../http.ts";
@@ -45,6 +49,14 @@ export interface Shard {
   controller: Controller | undefined;
 }
 
+/** A client-go informer controller (test/support/client-go/) on a shard of its own, behind its own proxy. */
+export interface GoShard {
+  readonly name: string;
+  readonly ranges: readonly Range[];
+  readonly proxy: ShardProxyHandle;
+  readonly controller: ClientGoController;
+}
+
 export interface RigOptions {
   readonly shards: number;
   /** `process`: each proxy is a `shardcar proxy` child; default in-process. */
@@ -55,6 +67,13 @@ export interface RigOptions {
   readonly controller?: Pick<ControllerOptions, "watchTimeoutMs" | "restartDelayMs" | "awaitStart">;
   /** Start the controllers now (default true); otherwise call {@link FaultRig.startControllers}. */
   readonly startControllers?: boolean;
+  /**
+   * The client-go controller's binary: one more controller, client-go's
+   * reflector with its defaults (protobuf, watch-list), on shard 1's ranges
+   * behind its own proxy. Its cache counts in {@link FaultRig.exact}; being
+   * another process, it has no witness (its final cache is checked).
+   */
+  readonly clientGo?: string;
 }
 
 async function inProcessProxy(upstream: string, server: FaultServer, ranges: readonly Range[]): Promise<ShardProxyHandle> {
@@ -74,11 +93,18 @@ async function inProcessProxy(upstream: string, server: FaultServer, ranges: rea
   return { url: running.url, caPem: ca.certPem, running, close: () => running.close() };
 }
 
+/** `ns/name@uid` of what a client-go controller caches (unreachable while it restarts: empty). */
+async function goCache(g: GoShard): Promise<Set<string>> {
+  const { items } = await g.controller.objects().catch(() => ({ items: [] as const }));
+  return new Set(items.map((o) => `${o.key}@${o.uid}`));
+}
+
 export class FaultRig {
   readonly server: FaultServer;
   readonly link: FaultLink | undefined;
   readonly witness = new Witness();
   readonly shards: Shard[] = [];
+  readonly goShards: GoShard[] = [];
   readonly #controllerOpts: RigOptions["controller"];
 
   private constructor(server: FaultServer, link: FaultLink | undefined, controllerOpts: RigOptions["controller"]) {
@@ -97,7 +123,23 @@ export class FaultRig {
     });
     for (let i = 0; i < opts.shards; i++) await rig.addShard(i, opts.shards, opts.proxies ?? "in-process");
     if (opts.startControllers !== false) await rig.startControllers();
+    if (opts.clientGo !== undefined) await rig.#addClientGo(opts.clientGo, 1, opts.shards);
     return rig;
+  }
+
+  async #addClientGo(binary: string, i: number, n: number): Promise<void> {
+    const ranges = staticRanges(parseShardSpec(`${i}/${n}`)) ?? [];
+    const proxy = await inProcessProxy(this.link?.url ?? this.server.url, this.server, ranges);
+    const dir = mkdtempSync(join(tmpdir(), "shardcar-fault-client-go-"));
+    const caFile = join(dir, "proxy-ca.pem");
+    writeFileSync(caFile, proxy.caPem);
+    const controller = await startClientGoController({ binary, kubeconfig: writeKubeconfig(dir, proxy.url, caFile, this.server.token) });
+    this.goShards.push({
+      name: `client-go-${i}`,
+      ranges,
+      proxy: { ...proxy, close: () => proxy.close().then(() => rmSync(dir, { recursive: true, force: true })) },
+      controller,
+    });
   }
 
   /**
@@ -154,7 +196,10 @@ export class FaultRig {
   /** Whether every cache now holds exactly its shard of the server's own list (one LIST of the server per call). */
   async exact(): Promise<boolean> {
     const { items } = await listAll(this.server.target, "/api/v1/pods");
-    return this.shards.every((s) => setsEqual(FaultRig.controllerOf(s).idents(), new Set(items.filter((o) => inShard(o, s.ranges, "uid")).map(ident))));
+    const want = (ranges: readonly Range[]): Set<string> => new Set(items.filter((o) => inShard(o, ranges, "uid")).map(ident));
+    if (!this.shards.every((s) => setsEqual(FaultRig.controllerOf(s).idents(), want(s.ranges)))) return false;
+    for (const g of this.goShards) if (!setsEqual(await goCache(g), want(g.ranges))) return false;
+    return true;
   }
 
   /** Waits until {@link exact}; returns whether it got there within `timeoutMs`. */
@@ -180,12 +225,17 @@ export class FaultRig {
       const want = await expectedShard(this.server.target, "/api/v1/pods", s.ranges, "uid");
       t.same(setDiff(FaultRig.controllerOf(s).idents(), want), { missing: [], extra: [] }, `${s.name} holds exactly its shard (${want.size} pods)`);
     }
+    for (const g of this.goShards) {
+      const want = await expectedShard(this.server.target, "/api/v1/pods", g.ranges, "uid");
+      t.same(setDiff(await goCache(g), want), { missing: [], extra: [] }, `${g.name} (a client-go informer) holds exactly its shard (${want.size} pods)`);
+    }
     t.same(this.witness.outOfRange.slice(0, 10), [], `no informer was ever handed an object outside its shard (${this.witness.total()} handler calls checked, ${this.witness.outOfRange.length} out of range)`);
   }
 
   async stop(): Promise<void> {
     await Promise.all(this.shards.map((s) => (s.controller === undefined ? Promise.resolve() : s.controller.stop())));
-    await Promise.all(this.shards.map((s) => s.proxy.close()));
+    await Promise.all(this.goShards.map((g) => g.controller.stop()));
+    await Promise.all([...this.shards, ...this.goShards].map((s) => s.proxy.close()));
     await this.link?.close();
   }
 }
