@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { seedPods, startDevApi, type DevApi, type GateMode } from "../../../src/devapi/index.ts";
+import { seedPods, startDevApi, type DevApi, type DevStore, type GateMode } from "../../../src/devapi/index.ts";
 import { callJson, inParallel, waitUntil, type KubeObject, type Target } from "../http.ts";
 
 const run = promisify(execFile);
@@ -28,6 +28,8 @@ export interface FaultServer {
   readonly token: string;
   /** The namespaces the seeded pods live in. */
   readonly namespaces: readonly string[];
+  /** devapi's store, for bulk writes without HTTP (devapi only; the same writes an HTTP client makes). */
+  readonly store?: DevStore;
   /**
    * Stops the apiserver (open lists and watches end, connections are refused),
    * awaits `whileDown`, and starts it again on the same address and data.
@@ -58,6 +60,7 @@ export async function devapiServer(opts: { gate: GateMode; pods: number; namespa
     api,
     url: api.url,
     target: { url: api.url },
+    store: api.store,
     token: "controller-token",
     namespaces: opts.namespaces,
     watchCache: false,

@@ -193,28 +193,31 @@ async function readAll(target: Target, path: string): Promise<{ items: number; r
 }
 
 /**
- * `count` pods of about `bytes` each in `namespace`, created over HTTP (the
- * same on devapi and realapi; realapi's metadata validation caps a pod's
- * annotations at 256 kB), and a writer that rewrites each one.
+ * `count` pods of about `bytes` each in `namespace`, and a writer that
+ * rewrites each one: through devapi's store where there is one (fast; the
+ * same objects and watch events), over HTTP otherwise (realapi's metadata
+ * validation caps a pod's annotations at 256 kB).
  */
 export async function bigPods(server: FaultServer, namespace: string, count: number, bytes: number): Promise<SlowReaderData & { cleanUp(): Promise<void> }> {
   const pad = (i: number, round: number): string => `${round}-${i}-`.padEnd(bytes, "x");
   const names = Array.from({ length: count }, (_, i) => `big-${String(i).padStart(4, "0")}`);
-  await inParallel(names, 8, (name, i) =>
-    callJson(server.target, "POST", `/api/v1/namespaces/${namespace}/pods`, {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name, namespace, annotations: { "example.com/pad": pad(i, 0) } },
-      spec: { containers: [{ name: "main", image: "registry.invalid/app:1" }] },
-    }),
-  );
+  const store = server.store;
+  const create = (name: string, i: number): Promise<unknown> => {
+    const pod = { apiVersion: "v1", kind: "Pod", metadata: { name, namespace, annotations: { "example.com/pad": pad(i, 0) } }, spec: { containers: [{ name: "main", image: "registry.invalid/app:1" }] } };
+    return store === undefined ? callJson(server.target, "POST", `/api/v1/namespaces/${namespace}/pods`, pod) : Promise.resolve(store.create("pods", pod));
+  };
+  const rewrite = (name: string, i: number, round: number): Promise<unknown> => {
+    const patch = { metadata: { annotations: { "example.com/pad": pad(i, round) } } };
+    return store === undefined ? callJson(server.target, "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}`, patch, "application/merge-patch+json") : Promise.resolve(store.patch("pods", namespace, name, patch));
+  };
+  await inParallel(names, 8, create);
   let round = 0;
   return {
     path: `/api/v1/namespaces/${namespace}/pods`,
     resources: "pods",
     async rewriteAll() {
       round++;
-      await inParallel(names, 4, (name, i) => callJson(server.target, "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { "example.com/pad": pad(i, round) } } }, "application/merge-patch+json"));
+      await inParallel(names, 4, (name, i) => rewrite(name, i, round));
       return count * bytes;
     },
     async cleanUp() {
