@@ -6,17 +6,20 @@
  * stopped at the end; the others use the lane's shared server.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { seedPods, startDevApi, type DevApi, type DevStore, type GateMode } from "../../../src/devapi/index.ts";
+import { createLocalCa } from "../../../src/webhook/pki.ts";
 import { callJson, inParallel, waitUntil, type KubeObject, type Target } from "../http.ts";
 
 const run = promisify(execFile);
 
 export interface FaultServer {
   readonly kind: "devapi" | "realapi";
+  /** The ShardedListAndWatch gate: `off`, the server ignores shard selectors and sends everything. */
+  readonly gate: GateMode;
   /** The apiserver's URL, as a proxy is configured with it. */
   readonly url: string;
   /** PEM the server's certificate chains to (https only), and a file with it (for `shardcar proxy`). */
@@ -51,22 +54,36 @@ export interface FaultServer {
   stop(): Promise<void>;
 }
 
-/** devapi with `pods` seeded pods; restarts and compacts in-process. */
-export async function devapiServer(opts: { gate: GateMode; pods: number; namespaces: readonly string[]; podBytes?: number; bookmarkIntervalMs?: number }): Promise<FaultServer & { readonly api: DevApi }> {
-  const api = await startDevApi({ gate: opts.gate, ...(opts.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: opts.bookmarkIntervalMs }) });
+/** devapi with `pods` seeded pods; restarts and compacts in-process. `tls`: served over verified TLS, as an apiserver is. */
+export async function devapiServer(opts: { gate: GateMode; pods: number; namespaces: readonly string[]; podBytes?: number; bookmarkIntervalMs?: number; tls?: boolean }): Promise<FaultServer & { readonly api: DevApi }> {
+  let tls: { key: string; cert: string; caPem: string; caFile: string; dir: string } | undefined;
+  if (opts.tls === true) {
+    const now = new Date();
+    const ca = await createLocalCa("shardcar-test-devapi", now, 24 * 3600_000);
+    const leaf = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now, validityMs: 24 * 3600_000 });
+    const dir = mkdtempSync(join(tmpdir(), "shardcar-devapi-ca-"));
+    writeFileSync(join(dir, "ca.crt"), ca.certPem);
+    tls = { key: leaf.key, cert: leaf.cert, caPem: ca.certPem, caFile: join(dir, "ca.crt"), dir };
+  }
+  const api = await startDevApi({ gate: opts.gate, ...(opts.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: opts.bookmarkIntervalMs }), ...(tls === undefined ? {} : { tls: { key: tls.key, cert: tls.cert } }) });
   seedPods(api, { count: opts.pods, namespaces: opts.namespaces, ...(opts.podBytes === undefined ? {} : { podBytes: opts.podBytes }) });
   return {
     kind: "devapi",
+    gate: opts.gate,
     api,
     url: api.url,
-    target: { url: api.url },
+    ...(tls === undefined ? {} : { caPem: tls.caPem, caFile: tls.caFile }),
+    target: { url: api.url, ...(tls === undefined ? {} : { caPem: tls.caPem }) },
     store: api.store,
     token: "controller-token",
     namespaces: opts.namespaces,
     watchCache: false,
     restart: (whileDown) => api.restart(whileDown),
     compact: () => Promise.resolve(api.store.compact()),
-    stop: () => api.close(),
+    async stop() {
+      await api.close();
+      if (tls !== undefined) rmSync(tls.dir, { recursive: true, force: true });
+    },
   };
 }
 
@@ -142,6 +159,7 @@ export async function privateRealapi(opts: { pods: number; namespaces: readonly 
   const port = new URL(url).port;
   return {
     kind: "realapi",
+    gate,
     url,
     caPem,
     caFile,
@@ -177,6 +195,6 @@ async function fetchJson<T = unknown>(url: string, body: unknown): Promise<T> {
 }
 
 /** The lane's shared realapi (`npm run test:real` exported its environment); it may not be restarted or compacted. */
-export function sharedRealapi(env: { url: string; token: string; caPem: string; caFile: string }, namespaces: readonly string[]): FaultServer {
-  return { kind: "realapi", url: env.url, caPem: env.caPem, caFile: env.caFile, target: { url: env.url, token: env.token, caPem: env.caPem }, token: env.token, namespaces, watchCache: true, stop: () => Promise.resolve() };
+export function sharedRealapi(env: { url: string; token: string; caPem: string; caFile: string; gate: "on" | "off" }, namespaces: readonly string[]): FaultServer {
+  return { kind: "realapi", gate: env.gate, url: env.url, caPem: env.caPem, caFile: env.caFile, target: { url: env.url, token: env.token, caPem: env.caPem }, token: env.token, namespaces, watchCache: true, stop: () => Promise.resolve() };
 }
