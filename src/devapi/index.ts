@@ -116,6 +116,15 @@ export interface DevApi {
   registerResource(r: ResourceDef): void;
   /** Replaces the mutating webhooks; applies to writes that arrive afterwards. */
   setMutatingWebhooks(hooks: readonly MutatingWebhook[]): void;
+  /**
+   * Restarts the server as a process restart looks to its clients: ends every
+   * open watch and connection, stops listening (connections are refused),
+   * awaits `whileDown` (e.g. writes through {@link store} or
+   * `store.compact()`), then listens again on the same port with the same
+   * data, as an apiserver restarting on the same etcd. Rejects if the port
+   * was taken meanwhile, or the server was closed.
+   */
+  restart(whileDown?: () => void | Promise<void>): Promise<void>;
   /** Ends open watches, closes connections and the listener. Idempotent; later calls return the same promise. */
   close(): Promise<void>;
 }
@@ -150,17 +159,29 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
     },
     opts.gate ?? "on",
   );
-  const server: Server = opts.tls ? createHttpsServer({ key: opts.tls.key, cert: opts.tls.cert }, handler.handle) : createHttpServer(handler.handle);
-  // Watches are long-lived by design; the defaults would cut them.
-  server.requestTimeout = 0;
-  server.headersTimeout = 60_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
+  const makeServer = (): Server => {
+    const s = opts.tls ? createHttpsServer({ key: opts.tls.key, cert: opts.tls.cert }, handler.handle) : createHttpServer(handler.handle);
+    // Watches are long-lived by design; the defaults would cut them.
+    s.requestTimeout = 0;
+    s.headersTimeout = 60_000;
+    return s;
+  };
+  const listen = (s: Server): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      s.once("error", reject);
+      s.listen(port, host, () => {
+        s.off("error", reject);
+        resolve();
+      });
     });
-  });
+  const stop = (s: Server): Promise<void> =>
+    new Promise<void>((resolve) => {
+      handler.closeWatches();
+      s.close(() => resolve());
+      s.closeAllConnections();
+    });
+  let server = makeServer();
+  await listen(server);
   port = (server.address() as AddressInfo).port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `${opts.tls ? "https" : "http"}://${urlHost}:${port}`;
@@ -182,12 +203,15 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
     setMutatingWebhooks: (hooks) => {
       webhooks = hooks;
     },
+    async restart(whileDown) {
+      if (closing !== undefined) throw new Error("devapi: restart after close");
+      await stop(server);
+      await whileDown?.();
+      server = makeServer();
+      await listen(server);
+    },
     close() {
-      closing ??= new Promise<void>((resolve) => {
-        handler.closeWatches();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      closing ??= stop(server);
       return closing;
     },
   };

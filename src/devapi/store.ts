@@ -209,6 +209,14 @@ export class ResourceState {
     }
   }
 
+  /** Forgets every event up to `rv`, as an etcd compaction at that revision does. */
+  compact(rv: number): void {
+    if (rv <= this.compactedRv) return;
+    this.compactedRv = rv;
+    this.history = this.history.slice(this.head).filter((e) => e.rv > rv);
+    this.head = 0;
+  }
+
   /** Events with resourceVersion > `rv`, oldest first. Throws 410 when some were evicted. */
   eventsSince(rv: number): StoreEvent[] {
     if (rv < this.compactedRv) throw expired(`too old resource version: ${rv} (${this.compactedRv})`);
@@ -312,6 +320,13 @@ export interface DevStore {
    * function, which may be called more than once.
    */
   watch(resource: ResourceRef, listener: (event: DevWatchEvent) => void, opts?: { resourceVersion?: string }): () => void;
+  /**
+   * Compacts every resource's history at the current resourceVersion, as
+   * `etcdctl compact` does: a watch, a LIST at an exact resourceVersion or a
+   * continue token from before it gets 410 Expired, and the client must
+   * relist. Returns the resourceVersion compacted at.
+   */
+  compact(): string;
 }
 
 export interface StoreOptions {
@@ -655,6 +670,11 @@ export class MemoryStore implements DevStore {
 
   count(resource: ResourceRef): number {
     return this.resolve(resource).objects.size;
+  }
+
+  compact(): string {
+    for (const state of this.resources.values()) state.compact(this.rv);
+    return String(this.rv);
   }
 
   watch(resource: ResourceRef, listener: (event: DevWatchEvent) => void, opts: { resourceVersion?: string } = {}): () => void {

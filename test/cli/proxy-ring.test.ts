@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { LEASES, startDevApi, type DevApi } from "../../src/devapi/index.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
 
-const CHILD = fileURLToPath(new URL("./support/proxy-child.ts", import.meta.url));
+const CHILD = fileURLToPath(new URL("../support/proxy-child.ts", import.meta.url));
 const TOKEN = "sidecar-own-token";
 
 interface Env {

@@ -73,6 +73,12 @@ TIMES+=("build|$(( $(now_ms) - t0 ))")
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shardcar-realapi.XXXXXX")
 OUT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shardcar-real-out.XXXXXX")
 cleanup() {
+  # Private servers the fault tests started inside the run directory
+  # (test/support/faults/servers.ts), in case a test died before stopping its own.
+  local private
+  for private in "$RUN_DIR"/*/env; do
+    [ -f "$private" ] && "$KIT/stop.sh" "$(dirname "$private")" >/dev/null 2>&1
+  done
   if [ -f "$RUN_DIR/env" ]; then "$KIT/stop.sh" "$RUN_DIR" --clean >/dev/null 2>&1 || true; fi
   rm -rf "$RUN_DIR" "$OUT_DIR"
 }

@@ -73,7 +73,7 @@ export function cacheContents(replica: Replica): Set<string> {
  * Creates, updates and deletes pods through the store at about `ratePerSec`
  * until `stop()`. Deterministic for a given seed.
  */
-export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number }): { stop(): Promise<number> } {
+export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number; prefix?: string }): { ops(): number; stop(): Promise<number> } {
   let seed = opts.seed ?? 1;
   const rnd = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
   let n = 0;
@@ -90,7 +90,7 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
       const choice = rnd() % 3;
       ops++;
       if (choice === 0 || live.length === 0) {
-        const o = api.store.create("pods", { metadata: { name: `churn-${n++}`, namespace: opts.namespaces[rnd() % opts.namespaces.length] ?? "default", labels: { app: "churn" } }, spec: { containers: [{ name: "c", image: "x" }] } });
+        const o = api.store.create("pods", { metadata: { name: `${opts.prefix ?? "churn"}-${n++}`, namespace: opts.namespaces[rnd() % opts.namespaces.length] ?? "default", labels: { app: "churn" } }, spec: { containers: [{ name: "c", image: "x" }] } });
         live.push([o.metadata?.namespace, o.metadata?.name ?? ""]);
       } else {
         const i = rnd() % live.length;
@@ -105,6 +105,7 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
     }
   }, tick);
   return {
+    ops: () => ops,
     stop() {
       clearInterval(timer);
       return Promise.resolve(ops);

@@ -4,7 +4,8 @@
  * {@link startRealProxy}, so the test-only broken mode
  * (`SHARDCAR_TEST_BREAK_PROXY`) reaches all of them.
  */
-import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
+import { kubeConfigFor } from "../../../src/demo/replica.ts";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../../src/proxy/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
@@ -57,16 +58,7 @@ export async function startRealProxy(env: RealApiEnv, opts: ProxyOptions): Promi
   return { proxy, target: { url: proxy.url, token: env.token, ...(caPem === undefined ? {} : { caPem }) } };
 }
 
-export function kubeConfigFor(server: string, token: string, caPem: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server, caData: Buffer.from(caPem).toString("base64"), skipTLSVerify: false }],
-    users: [{ name: "u", token }],
-    contexts: [{ name: "ctx", cluster: "c", user: "u" }],
-    currentContext: "ctx",
-  });
-  return kc;
-}
+export { kubeConfigFor };
 
 export type InformerKind = "pods" | "configmaps" | "widgets";
 

@@ -1,20 +1,18 @@
 /**
  * The real-server lane's view of `../shared/realapi`: the environment that
- * `start.sh` printed (exported by `test/real/run.sh`), a raw HTTPS client that
- * verifies the server's CA and sends the static token, and small helpers to
- * list everything and to compute, independently of the proxy, which objects
- * belong to a shard.
+ * `start.sh` printed (exported by `test/real/run.sh`), and, re-exported for
+ * the lane's files, the raw HTTPS client (`test/support/http.ts`) and the
+ * shard arithmetic done independently of the proxy (`test/support/shard-sets.ts`).
  *
  * Test-only. The lane runs these files serially against one server, so a
  * suite may assume nobody else writes while it checks a cache.
  */
 import { readFileSync } from "node:fs";
-import * as http from "node:http";
-import * as https from "node:https";
-import { gunzipSync } from "node:zlib";
-import { fnv1a64 } from "../../../src/shard/hash.ts";
-import { contains, type Range } from "../../../src/shard/range.ts";
-import type { ShardKey } from "../../../src/shard/selector.ts";
+
+export { call, callJson, eventually, HttpError, inParallel, listAll, open, sleep, waitUntil } from "../../support/http.ts";
+export type { KubeList, KubeMeta, KubeObject, Reply, RequestOptions, Target } from "../../support/http.ts";
+export { expectedShard, ident, inShard, keyOf, setDiff, setsEqual } from "../../support/shard-sets.ts";
+export { brokenProxyOptions } from "../../support/broken-proxy.ts";
 
 export interface RealApiEnv {
   readonly url: string;
@@ -42,195 +40,4 @@ export function realApiEnv(): RealApiEnv {
     throw new Error("REALAPI_URL, REALAPI_TOKEN, REALAPI_CA, KUBECONFIG and REALAPI_GATE_SHARDED are not set: run these tests with `npm run test:real`");
   }
   return { url, token, caFile, caPem: readFileSync(caFile, "utf8"), kubeconfig, gate: gate === "true" ? "on" : "off", runDir: e["REALAPI_RUN_DIR"] ?? "" };
-}
-
-/**
- * Test-only: `SHARDCAR_TEST_BREAK_PROXY=skip-watch-filter` makes every proxy the
- * lane starts pass watch streams through unfiltered (ShardProxyOptions
- * `unsafeSkipWatchFilter`), to show that the lane catches such a proxy.
- */
-export function brokenProxyOptions(): { unsafeSkipWatchFilter?: true } {
-  return process.env["SHARDCAR_TEST_BREAK_PROXY"] === "skip-watch-filter" ? { unsafeSkipWatchFilter: true } : {};
-}
-
-export interface Reply {
-  readonly status: number;
-  readonly headers: http.IncomingHttpHeaders;
-  readonly body: Buffer;
-}
-
-export interface Target {
-  /** Base URL, `https://127.0.0.1:N` (realapi, a TLS proxy) or `http://127.0.0.1:N` (a plain proxy). */
-  readonly url: string;
-  /** PEM the server certificate must chain to (https only). */
-  readonly caPem?: string;
-  /** Sent as `Authorization: Bearer …` unless undefined. */
-  readonly token?: string;
-}
-
-const agents = new Map<string, https.Agent>();
-function agentFor(caPem: string | undefined): https.Agent {
-  const k = caPem ?? "";
-  let a = agents.get(k);
-  if (a === undefined) {
-    a = new https.Agent({ keepAlive: true, maxSockets: 16, ...(caPem === undefined ? {} : { ca: caPem }), rejectUnauthorized: true });
-    agents.set(k, a);
-  }
-  return a;
-}
-
-export interface RequestOptions {
-  readonly method?: string;
-  readonly headers?: Readonly<Record<string, string>>;
-  readonly body?: string | Buffer;
-  readonly timeoutMs?: number;
-}
-
-/** Opens a request; the caller reads the response (for watches). */
-export function open(target: Target, pathAndQuery: string, opts: RequestOptions = {}): { req: http.ClientRequest; response: Promise<http.IncomingMessage> } {
-  const url = new URL(pathAndQuery, target.url);
-  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-  if (target.token !== undefined && headers["authorization"] === undefined) headers["authorization"] = `Bearer ${target.token}`;
-  if (opts.body !== undefined) headers["content-length"] = String(Buffer.byteLength(opts.body));
-  const reqOpts: https.RequestOptions = { method: opts.method ?? "GET", headers };
-  const req = url.protocol === "https:" ? https.request(url, { ...reqOpts, agent: agentFor(target.caPem) }) : http.request(url, reqOpts);
-  const response = new Promise<http.IncomingMessage>((resolve, reject) => {
-    req.on("response", resolve);
-    req.on("error", reject);
-  });
-  if (opts.timeoutMs !== undefined) req.setTimeout(opts.timeoutMs, () => req.destroy(new Error(`request to ${pathAndQuery} timed out after ${opts.timeoutMs} ms`)));
-  req.end(opts.body);
-  return { req, response };
-}
-
-/** One request, whole body. */
-export async function call(target: Target, pathAndQuery: string, opts: RequestOptions = {}): Promise<Reply> {
-  const { response } = open(target, pathAndQuery, { timeoutMs: 30_000, ...opts });
-  const res = await response;
-  const chunks: Buffer[] = [];
-  for await (const c of res) chunks.push(c as Buffer);
-  const raw = Buffer.concat(chunks);
-  // A client that sent Accept-Encoding: gzip (as Go's transport does) may get a compressed body.
-  const body = res.headers["content-encoding"] === "gzip" ? gunzipSync(raw) : raw;
-  return { status: res.statusCode ?? 0, headers: res.headers, body };
-}
-
-export class HttpError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
-
-/** JSON request; throws {@link HttpError} on anything but 2xx. */
-export async function callJson<T = KubeObject>(target: Target, method: string, pathAndQuery: string, body?: unknown, contentType = "application/json"): Promise<T> {
-  const r = await call(target, pathAndQuery, {
-    method,
-    headers: { accept: "application/json", ...(body === undefined ? {} : { "content-type": contentType }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  if (r.status < 200 || r.status > 299) throw new HttpError(r.status, `${method} ${pathAndQuery}: ${r.status} ${r.body.toString("utf8").slice(0, 400)}`);
-  return JSON.parse(r.body.toString("utf8")) as T;
-}
-
-export interface KubeMeta {
-  name?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  continue?: string;
-  remainingItemCount?: number;
-  shardInfo?: { selector?: string };
-}
-
-export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: KubeMeta;
-  [k: string]: unknown;
-}
-
-export interface KubeList {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: KubeMeta;
-  items?: KubeObject[];
-}
-
-/** The whole collection at `path`, straight from the server (no proxy), following `continue`. */
-export async function listAll(target: Target, path: string): Promise<{ items: KubeObject[]; resourceVersion: string }> {
-  const items: KubeObject[] = [];
-  let cont = "";
-  let rv = "";
-  for (;;) {
-    const q = new URLSearchParams({ limit: "500" });
-    if (cont !== "") q.set("continue", cont);
-    const page = await callJson<KubeList>(target, "GET", `${path}?${q.toString()}`);
-    items.push(...(page.items ?? []));
-    if (rv === "") rv = page.metadata?.resourceVersion ?? "";
-    cont = page.metadata?.continue ?? "";
-    if (cont === "") return { items, resourceVersion: rv };
-  }
-}
-
-/** The value a key hashes (uid or namespace name). */
-export function keyOf(o: KubeObject, key: ShardKey): string {
-  return (key === "uid" ? o.metadata?.uid : o.metadata?.namespace) ?? "";
-}
-
-export function inShard(o: KubeObject, ranges: readonly Range[], key: ShardKey): boolean {
-  return contains(ranges, fnv1a64(keyOf(o, key)));
-}
-
-/** `ns/name@uid`: how the lane names an object in sets and diffs. */
-export function ident(o: KubeObject): string {
-  return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}@${o.metadata?.uid ?? ""}`;
-}
-
-/** The identities of the objects at `path` whose key hashes into `ranges`, listed from the server itself. */
-export async function expectedShard(target: Target, path: string, ranges: readonly Range[], key: ShardKey): Promise<Set<string>> {
-  const { items } = await listAll(target, path);
-  return new Set(items.filter((o) => inShard(o, ranges, key)).map(ident));
-}
-
-export function setDiff(got: ReadonlySet<string>, want: ReadonlySet<string>, show = 5): { missing: string[]; extra: string[] } {
-  return { missing: [...want].filter((x) => !got.has(x)).slice(0, show), extra: [...got].filter((x) => !want.has(x)).slice(0, show) };
-}
-
-export function setsEqual(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  return a.size === b.size && [...a].every((x) => b.has(x));
-}
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `cond` until it holds or `timeoutMs` passes; returns whether it held. */
-export async function eventually(cond: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await sleep(everyMs);
-  }
-  return cond();
-}
-
-/** Runs `fn` over `items` with at most `n` in flight. */
-export async function inParallel<T, R>(items: readonly T[], n: number, fn: (x: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T, i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
-  return out;
-}
-
-/** Polls `cond` until it holds; throws naming `what` after `timeoutMs`. */
-export async function waitUntil(what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 200): Promise<void> {
-  if (!(await eventually(cond, timeoutMs, everyMs))) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
 }
