@@ -3,6 +3,7 @@
  * clients surface them like any apiserver error.
  */
 import { STATUS_CODES, type ServerResponse } from "node:http";
+import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 
 export interface StatusBody {
@@ -39,6 +40,9 @@ export function sendStatus(res: ServerResponse, code: number, message: string, r
   res.end(body);
 }
 
+/** How long a refused upgrade's client may take to read the answer and close. */
+const LINGER_MS = 10_000;
+
 /**
  * The same answer on a raw socket (an upgrade request has no response
  * object), then the connection ends.
@@ -51,6 +55,11 @@ export function endWithStatus(socket: Duplex, code: number, message: string, rea
     socket.destroy();
     return;
   }
+  // It is handed over paused, too: whatever else the client sent would sit
+  // unread, and its close would never be seen (the socket stayed open for
+  // good). Read and drop it; a client that neither reads nor closes is cut.
+  socket.resume();
+  if (socket instanceof Socket) socket.setTimeout(LINGER_MS, () => socket.destroy());
   const body = JSON.stringify(statusBody(code, message, reason));
   const head = `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
   socket.end(head + body);

@@ -24,7 +24,7 @@ import { makeUpstream, type Upstream } from "../../src/proxy/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { eventually } from "../support/cluster.ts";
+import { eventually } from "../support/eventually.ts";
 import { exchange, parseResponses, type ParsedResponse } from "../support/fuzz/raw-http.ts";
 
 const OWNED = [shardRange(0, 4)];
@@ -193,6 +193,19 @@ t.test("upgrades the proxy cannot filter are refused; subresource upgrades pass 
     JSON.parse(exec.body.toString()).items.some((p: { metadata: { uid: string } }) => !contains(OWNED, fnv1a64(p.metadata.uid))),
     "(the stand-in does answer with pods outside the shard)",
   );
+});
+
+t.test("a refused upgrade's connection closes when its client leaves, even with more bytes unread", async (t) => {
+  const api = await startDevApi({ gate: "off" });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  const refused = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+  const res = await exchange(endpoint(proxy), { writes: [Buffer.from(refused + "x".repeat(70_000))], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+  t.equal(parseResponses(res.received, ["GET"]).responses[0]?.status, 400);
+  t.ok(await eventually(() => proxy.openConnections() === 0, 5000), `the connection closed (${proxy.openConnections()} open)`);
 });
 
 t.test("refusing an upgrade to a client already gone is not an uncaught error", async (t) => {
