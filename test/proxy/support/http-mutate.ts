@@ -136,6 +136,7 @@ function withBody(rnd: Random, r: RequestModel, body: Buffer, notes: string[]): 
 function mutateParts(rnd: Random, r: RequestModel, notes: string[]): void {
   const kind = rnd.weighted<string>([
     [6, "bad-escape"],
+    [8, "encoded-char"],
     [3, "odd-byte"],
     [3, "dot-segment"],
     [2, "slashes"],
@@ -173,6 +174,18 @@ function mutateParts(rnd: Random, r: RequestModel, notes: string[]): void {
       notes.push(`malformed escape ${JSON.stringify(piece)} in the path`);
       return;
     }
+    case "encoded-char": {
+      // The same path to the apiserver (it decodes first), another to
+      // anyone who reads it without decoding.
+      const letters = [...r.path.matchAll(/[a-z0-9/]/g)].map((m) => m.index);
+      if (letters.length === 0) return;
+      const at = rnd.pick(letters);
+      const c = r.path[at] as string;
+      const code = `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`;
+      r.path = r.path.slice(0, at) + (rnd.chance(0.5) ? code.toUpperCase() : code) + r.path.slice(at + 1);
+      notes.push(`${JSON.stringify(c)} percent-encoded in the path`);
+      return;
+    }
     case "odd-byte": {
       const piece = rnd.pick(ODD_BYTES);
       r.path = insertAt(r.path, rnd.int(r.path.length + 1), piece);
@@ -202,7 +215,7 @@ function mutateParts(rnd: Random, r: RequestModel, notes: string[]): void {
       return;
     }
     case "namespace": {
-      const ns = rnd.pick([...NAMESPACES, "%zz", "", "x".repeat(rnd.size(300)), "NS", "ns-0%2Fx"]);
+      const ns = rnd.pick([...NAMESPACES, "%zz", "", "x".repeat(rnd.size(300)), "NS", "ns-0%2Fx", "%ff", "ns%c3", "n%73-0"]);
       r.path = r.path.replace(/^\/api\/v1|^\/apis\/[^/]+\/[^/]+/, (m) => `${m}/namespaces/${ns}`);
       notes.push(`namespace ${JSON.stringify(ns)}`);
       return;
