@@ -91,7 +91,11 @@ export function createFront(opts: FrontOptions): Front {
       if (settled(req, res)) set.delete(req);
     };
     req.once("end", forget);
-    res.once("close", forget);
+    // "finish", not "close": a sharded response already carries ten close
+    // listeners (node's pipeline, http-proxy-3, the lineage), and an
+    // eleventh makes node warn once per response. A response that never
+    // finishes is one whose connection closes, which abortAll clears.
+    res.once("finish", forget);
   };
   const abortAll = (set: Set<IncomingMessage>): void => {
     for (const r of set) if (!r.destroyed) r.destroy(aborted());

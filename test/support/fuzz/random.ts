@@ -3,7 +3,7 @@
  * stream per case, so any case can be replayed alone from (seed, case) no
  * matter how the others interleaved.
  */
-import { rng } from "../proto/pods.ts";
+import { rng } from "../rng.ts";
 
 /** A seed from `SHARDCAR_FUZZ_SEED`, or `fallback` (a fresh one when undefined). */
 export function seedFromEnv(fallback?: number): number {
