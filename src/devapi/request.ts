@@ -3,6 +3,7 @@
  * resource with namespace/name/subresource), and the query into list/watch
  * options, validated as k8s.io/apimachinery validates ListOptions.
  */
+import { decodeRequestPath, malformedEscape } from "../kube/request-path.ts";
 import { badRequest, invalid, pathNotFound } from "./status.ts";
 import type { ResourceState } from "./store.ts";
 import type { IncludeObject } from "./table.ts";
@@ -33,12 +34,11 @@ export function route(pathname: string, lookup: Lookup, known: GroupKnown): Rout
   if (pathname === "/" || pathname === "") return { kind: "root" };
   if (pathname === "/version" || pathname === "/version/") return { kind: "version" };
   if (/^\/(healthz|readyz|livez)(\/.*)?$/.test(pathname)) return { kind: "health" };
-  let segs: string[];
-  try {
-    segs = pathname.split("/").slice(1).map(decodeURIComponent);
-  } catch {
-    throw pathNotFound();
-  }
+  // As Go's net/http and the apiserver: a malformed escape is refused, and
+  // the whole path is decoded before it is split (`%2F` separates segments).
+  const decoded = decodeRequestPath(pathname);
+  if (decoded === undefined) throw badRequest(`invalid URL escape ${JSON.stringify(malformedEscape(pathname))}`);
+  const segs = decoded.split("/").slice(1);
   if (segs[segs.length - 1] === "") segs.pop();
   if (segs.some((s) => s === "")) throw pathNotFound();
 
@@ -117,15 +117,15 @@ export interface ListQuery {
   readonly includeObject: IncludeObject;
 }
 
-const TRUE = new Set(["1", "t", "T", "true", "TRUE", "True"]);
-const FALSE = new Set(["0", "f", "F", "false", "FALSE", "False"]);
-
+/**
+ * A ListOptions boolean as apimachinery converts it from the query
+ * (`Convert_Slice_string_To_bool`): absent is unset; the first value `0` or
+ * `false` (any case) is false; anything else, even `yes` or empty, is true.
+ */
 function bool(q: URLSearchParams, name: string): boolean | undefined {
   const v = q.get(name);
-  if (v === null || v === "") return undefined;
-  if (TRUE.has(v)) return true;
-  if (FALSE.has(v)) return false;
-  throw badRequest(`strconv.ParseBool: parsing ${JSON.stringify(v)}: invalid syntax`);
+  if (v === null) return undefined;
+  return v !== "0" && v.toLowerCase() !== "false";
 }
 
 function int(q: URLSearchParams, name: string): number | undefined {

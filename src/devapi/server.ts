@@ -54,6 +54,8 @@ export interface RequestRecord {
   method: string;
   url: string;
   authorization?: string;
+  /** Set when the request was served as a LIST or WATCH of a whole collection (not one named object): what the server read it as. */
+  served?: { verb: "list" | "watch"; resource: string };
 }
 
 export interface DevApiStats {
@@ -131,13 +133,14 @@ export class DevApiHandler {
     return effectiveGate(this.gateMode, this.gateIndex++);
   }
 
-  private record(req: IncomingMessage): void {
+  private record(req: IncomingMessage): RequestRecord {
     const r: RequestRecord = { method: req.method ?? "GET", url: req.url ?? "/" };
     const auth = req.headers.authorization;
     if (auth !== undefined) r.authorization = auth;
     const list = this.stats.requests;
     list.push(r);
     if (list.length > this.o.maxRecordedRequests) list.splice(0, list.length - this.o.maxRecordedRequests);
+    return r;
   }
 
   private authorized(req: IncomingMessage): boolean {
@@ -183,7 +186,7 @@ export class DevApiHandler {
   }
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.record(req);
+    const record = this.record(req);
     const url = new URL(req.url ?? "/", "http://devapi");
     const pretty = wantsPretty(url.searchParams, req.headers["user-agent"]);
     const store = this.o.store;
@@ -211,7 +214,7 @@ export class DevApiHandler {
     const collection = r.name === undefined;
     switch (method) {
       case "GET":
-        if (collection || r.watchPath) await this.listOrWatch(req, res, r, url.searchParams, pretty);
+        if (collection || r.watchPath) await this.listOrWatch(req, res, r, url.searchParams, pretty, record);
         else this.getOne(req, res, r, pretty);
         return;
       case "POST": {
@@ -350,10 +353,12 @@ export class DevApiHandler {
     return new Selection({ labels, fields, shard, namespace, def });
   }
 
-  private async listOrWatch(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean): Promise<void> {
+  private async listOrWatch(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean, record: RequestRecord): Promise<void> {
     const format = negotiate(req.headers.accept);
     if (format === undefined) throw notAcceptable();
     const q = parseListQuery(params, r.watchPath);
+    const def = r.state.def;
+    if (r.name === undefined) record.served = { verb: q.watch ? "watch" : "list", resource: def.group === "" ? def.resource : `${def.resource}.${def.group}` };
     if (q.watch) {
       bump(this.stats.watches, r.state.def.resource);
       this.watch(res, r, q, format);

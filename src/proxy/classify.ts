@@ -6,11 +6,14 @@
  * unconfigured resources, exec/attach/port-forward upgrades) passes through
  * untouched. A pure function of method, URL and configuration.
  */
+import { joinSegments, pathSegments } from "../kube/request-path.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 
 export type PassthroughReason =
   | "method"
   | "not-resource-path"
+  /** A malformed percent-escape: the apiserver refuses the request (400) before routing it. */
+  | "undecodable-path"
   | "not-sharded"
   | "single-object"
   | "subresource";
@@ -20,9 +23,9 @@ export interface ResourceRequest {
   /** `""` for the core group. */
   readonly group: string;
   readonly version: string;
-  /** Set for namespaced URLs. */
+  /** Set for namespaced URLs; decoded. */
   readonly namespace?: string;
-  /** The path as the controller sent it (without `/watch/` for legacy watches). */
+  /** The path as the controller sent it (for legacy watches, without the `watch` segment). */
   readonly path: string;
   readonly query: URLSearchParams;
 }
@@ -41,20 +44,30 @@ export function indexResources(resources: readonly ShardedResource[]): ResourceI
 
 const PASS = (reason: PassthroughReason): Classification => ({ kind: "passthrough", reason });
 
-function isWatchParam(v: string | null): boolean {
-  return v === "1" || v === "true";
+/**
+ * Whether the apiserver serves the request as a watch: it converts the first
+ * `watch` value as it converts every ListOptions boolean
+ * (apimachinery's `Convert_Slice_string_To_bool`): present and neither `0`
+ * nor (in any case) `false` is true, even `yes` or the empty string. Read
+ * any other way, a watch would be served by the list filter.
+ */
+export function isWatchParam(query: URLSearchParams): boolean {
+  const v = query.get("watch");
+  return v !== null && v !== "0" && v.toLowerCase() !== "false";
 }
 
 /**
  * Classifies one request. `url` is the request target as received
- * (path plus raw query).
+ * (path plus raw query). The path is read as the apiserver reads it (see
+ * `kube/request-path.ts`); never throws.
  */
 export function classify(method: string, url: string, index: ResourceIndex): Classification {
   if (method !== "GET") return PASS("method");
   const q = url.indexOf("?");
   const rawPath = q === -1 ? url : url.slice(0, q);
   const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1));
-  const parts = rawPath.split("/").filter((p) => p !== "");
+  const parts = pathSegments(rawPath);
+  if (parts === undefined) return PASS("undecodable-path");
 
   let group: string;
   let version: string;
@@ -76,12 +89,13 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
     legacyWatch = true;
     rest = rest.slice(1);
   }
+  const prefix = parts.slice(0, parts.length - rest.length - (legacyWatch ? 1 : 0));
 
   let namespace: string | undefined;
   // `namespaces/<ns>/<resource>...` is namespaced; `namespaces` or
   // `namespaces/<name>` alone is the namespaces resource itself.
   if (rest[0] === "namespaces" && rest.length >= 3) {
-    namespace = decodeURIComponent(rest[1] as string);
+    namespace = rest[1];
     rest = rest.slice(2);
   }
   const resourceName = rest[0];
@@ -91,8 +105,10 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
   if (rest.length === 2) return PASS("single-object");
   if (rest.length > 2) return PASS("subresource");
 
-  const base = { resource, group, version, path: rawPath.replace("/watch/", "/"), query };
+  // The legacy path loses exactly its `watch` segment (a namespace may be named "watch").
+  const path = legacyWatch ? joinSegments([...prefix, ...parts.slice(prefix.length + 1)]) : rawPath;
+  const base = { resource, group, version, path, query };
   const withNs = namespace === undefined ? base : { ...base, namespace };
-  if (legacyWatch || isWatchParam(query.get("watch"))) return { kind: "watch", legacyPath: legacyWatch, ...withNs };
+  if (legacyWatch || isWatchParam(query)) return { kind: "watch", legacyPath: legacyWatch, ...withNs };
   return { kind: "list", ...withNs };
 }

@@ -6,6 +6,7 @@
  * replica leads its own shard. Pure functions; the proxy does the I/O.
  */
 import { ConfigError } from "../errors.ts";
+import { joinSegments, pathSegments } from "../kube/request-path.ts";
 import { lenHeader, WireReader, WIRE_LEN, hasMagic } from "./scan/proto-wire.ts";
 
 export type LockResource = "leases" | "configmaps" | "endpoints";
@@ -37,25 +38,32 @@ export type LockMatch =
   /** A create in the lock's collection: rename it in the body, if it is the lock. */
   | { readonly kind: "create"; readonly path: string; readonly query: string };
 
-function collection(lock: LockSpec): RegExp {
-  return lock.resource === "leases"
-    ? /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases$/
-    : new RegExp(`^/api/v1/namespaces/([^/]+)/${lock.resource}$`);
+/** The lock's collection path, as segments (`<namespace>` matches any one). */
+function collection(lock: LockSpec): readonly string[] {
+  return lock.resource === "leases" ? ["apis", "coordination.k8s.io", "v1", "namespaces", "<namespace>", "leases"] : ["api", "v1", "namespaces", "<namespace>", lock.resource];
+}
+
+function inCollection(segments: readonly string[], lock: LockSpec): boolean {
+  const want = collection(lock);
+  return segments.length === want.length && want.every((w, i) => w === "<namespace>" || w === segments[i]);
 }
 
 /**
  * Whether a request touches the lock. Object paths are rewritten to the
- * renamed lock; creates are flagged so the caller renames the body.
+ * renamed lock; creates are flagged so the caller renames the body. The path
+ * is read as the apiserver reads it (decoded, then split), so no spelling of
+ * the lock's path escapes the renaming; a path it cannot decode is not the
+ * lock's (the server refuses it).
  */
 export function matchLockRequest(method: string, url: string, lock: LockSpec, renamed: string): LockMatch | undefined {
   const q = url.indexOf("?");
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? "" : url.slice(q);
-  const slash = path.lastIndexOf("/");
-  const head = path.slice(0, slash);
-  const last = decodeURIComponent(path.slice(slash + 1));
-  if (collection(lock).test(head) && last === lock.name) return { kind: "object", path: `${head}/${encodeURIComponent(renamed)}`, query };
-  if (method === "POST" && collection(lock).test(path)) return { kind: "create", path, query };
+  const segments = pathSegments(path);
+  if (segments === undefined) return undefined;
+  const head = segments.slice(0, -1);
+  if (inCollection(head, lock) && segments.at(-1) === lock.name) return { kind: "object", path: joinSegments([...head, renamed]), query };
+  if (method === "POST" && inCollection(segments, lock)) return { kind: "create", path, query };
   return undefined;
 }
 
@@ -76,6 +84,7 @@ export function renameJson(body: Buffer, from: string, to: string): Buffer | und
   } catch {
     return undefined;
   }
+  if (typeof doc !== "object" || doc === null) return undefined;
   let changed = false;
   if (doc.metadata?.name === from) {
     doc.metadata.name = to;
@@ -85,7 +94,14 @@ export function renameJson(body: Buffer, from: string, to: string): Buffer | und
     doc.details.name = to;
     changed = true;
   }
-  return changed ? Buffer.from(JSON.stringify(doc)) : undefined;
+  if (!changed) return undefined;
+  try {
+    return Buffer.from(JSON.stringify(doc));
+  } catch {
+    // Nesting deeper than the stack (JSON.parse has no such limit): no
+    // server accepts such a lock either; it gets the body as sent.
+    return undefined;
+  }
 }
 
 /**

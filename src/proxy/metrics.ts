@@ -29,6 +29,8 @@ export class ProxyMetrics {
   readonly fallbackRefusals: Counter<"resource">;
   readonly unlabelled: Counter<"resource">;
   readonly streamErrors: Counter<"resource" | "class">;
+  readonly rejectedRequests: Counter<"reason">;
+  readonly handlerFailures: Counter<"listener">;
   readonly activeWatches: Gauge<"resource">;
   readonly ownedRatio: Gauge;
   readonly generation: Gauge;
@@ -64,6 +66,18 @@ export class ProxyMetrics {
       registers: r,
     });
     this.streamErrors = new Counter({ name: "shardcar_proxy_stream_errors_total", help: "Responses ended with an error (unparsable or truncated upstream body).", labelNames: ["resource", "class"], registers: r });
+    this.rejectedRequests = new Counter({
+      name: "shardcar_proxy_rejected_requests_total",
+      help: "Requests refused with 400 at the listener, before routing, by reason (unparsable, bad-escape, dot-segment, sharded-upgrade, resource-upgrade).",
+      labelNames: ["reason"],
+      registers: r,
+    });
+    this.handlerFailures = new Counter({
+      name: "shardcar_proxy_handler_failures_total",
+      help: "Requests whose handler threw (answered 500 or closed, never a crash): a bug; the log line says which request.",
+      labelNames: ["listener"],
+      registers: r,
+    });
     this.activeWatches = new Gauge({ name: "shardcar_proxy_active_watches", help: "Open sharded watches.", labelNames: ["resource"], registers: r });
     this.ownedRatio = new Gauge({ name: "shardcar_proxy_owned_keyspace_ratio", help: "Share of the 64-bit keyspace this replica currently owns.", registers: r });
     this.generation = new Gauge({ name: "shardcar_proxy_generation", help: "Range-table generation currently enforced (0 for static shards).", registers: r });

@@ -1,6 +1,7 @@
 /**
- * Assembles a running proxy: the loopback listener (HTTP or TLS), the admin
- * listener, metrics and the {@link ShardProxy} handler. Used by
+ * Assembles a running proxy: the loopback listener (HTTP or TLS) with its
+ * front door (`front.ts`), the admin listener, metrics and the
+ * {@link ShardProxy} handler. Used by
  * `shardcar proxy`, the demo, and end-to-end tests alike.
  */
 import type { Server } from "node:http";
@@ -14,6 +15,8 @@ import type { Logger } from "../log.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { formatBound } from "../shard/hash.ts";
 import { createAdminServer, type ReadinessCheck } from "./admin.ts";
+import { indexResources } from "./classify.ts";
+import { createFront } from "./front.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import type { LockSpec } from "./lock-rename.ts";
 import type { ProxyFiltering } from "./filtering.ts";
@@ -62,6 +65,8 @@ export interface RunningProxy {
   readonly adminUrl: string | undefined;
   readonly proxy: ShardProxy;
   readonly metrics: ProxyMetrics;
+  /** Connections open on the proxy listener, TLS handshakes included. */
+  openConnections(): number;
   /** Stops both listeners and ends open watches. Idempotent. */
   close(): Promise<void>;
 }
@@ -140,13 +145,16 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
     ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),
   });
-  const server = cfg.tls === undefined ? http.createServer(proxy.handle) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, proxy.handle);
+  // No request reaches the proxy's handlers but through the front (target
+  // made the forwarded one, sharded upgrades refused, throws answered 500).
+  const front = createFront({ handle: proxy.handle, handleUpgrade: proxy.handleUpgrade, index: indexResources(cfg.resources), logger: cfg.logger, metrics });
+  const server = cfg.tls === undefined ? http.createServer(front.request) : createHttpsServer({ key: cfg.tls.key, cert: cfg.tls.cert }, front.request);
   const sockets = trackSockets(server);
   // Watches are long-lived; node's default request timeout would cut them.
   server.requestTimeout = 0;
   server.headersTimeout = 60_000;
   server.keepAliveTimeout = 120_000;
-  server.on("upgrade", proxy.handleUpgrade);
+  server.on("upgrade", front.upgrade);
   const addr = await listen(server, cfg.listen);
   let admin: Server | undefined;
   let adminUrl: string | undefined;
@@ -177,6 +185,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     adminUrl,
     proxy,
     metrics,
+    openConnections: () => sockets.size,
     close() {
       closed ??= (async () => {
         proxy.close();

@@ -2,7 +2,9 @@
  * The proxy's own error answers, shaped as Kubernetes `Status` objects so
  * clients surface them like any apiserver error.
  */
-import type { ServerResponse } from "node:http";
+import { STATUS_CODES, type ServerResponse } from "node:http";
+import { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 
 export interface StatusBody {
   readonly kind: "Status";
@@ -36,6 +38,31 @@ export function sendStatus(res: ServerResponse, code: number, message: string, r
   const body = JSON.stringify(statusBody(code, message, reason));
   res.writeHead(code, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
   res.end(body);
+}
+
+/** How long a refused upgrade's client may take to read the answer and close. */
+const LINGER_MS = 10_000;
+
+/**
+ * The same answer on a raw socket (an upgrade request has no response
+ * object), then the connection ends.
+ */
+export function endWithStatus(socket: Duplex, code: number, message: string, reason?: string): void {
+  // An upgrade's socket is handed over without node's error handling: a
+  // client already gone (EPIPE, ECONNRESET) must not become an uncaught error.
+  socket.on("error", () => socket.destroy());
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  // It is handed over paused, too: whatever else the client sent would sit
+  // unread, and its close would never be seen (the socket stayed open for
+  // good). Read and drop it; a client that neither reads nor closes is cut.
+  socket.resume();
+  if (socket instanceof Socket) socket.setTimeout(LINGER_MS, () => socket.destroy());
+  const body = JSON.stringify(statusBody(code, message, reason));
+  const head = `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  socket.end(head + body);
 }
 
 /** A JSON watch ERROR event line carrying a Status. */

@@ -35,6 +35,14 @@ export interface ShardSelector {
 export const MAX_SELECTOR_CODE_POINTS = 100_000;
 
 /**
+ * cel-go's parser recursion limit (`maxRecursionDepth`, default 250): how
+ * deeply expressions may nest (parentheses, arguments, list elements,
+ * indexes, ternary branches). Also what keeps this parser's own stack
+ * bounded, whatever a request or an annotation holds.
+ */
+export const MAX_SELECTOR_NESTING = 250;
+
+/**
  * Prints ranges exactly as the server echoes them in `shardInfo.selector`.
  * Callers that build selectors for the wire should pass normalised ranges;
  * see {@link canonicalSelector}.
@@ -186,8 +194,14 @@ function describe(tok: Token): string {
   }
 }
 
+function recursionLimit(): SelectorSyntaxError {
+  return new SelectorSyntaxError(`CEL parse error: expression recursion limit exceeded: ${MAX_SELECTOR_NESTING}`);
+}
+
 class ExprParser {
   private pos = 0;
+  /** Nesting of expressions being parsed, as cel-go counts its `expr` rule. */
+  private depth = 0;
   private readonly toks: Token[];
   constructor(toks: Token[]) {
     this.toks = toks;
@@ -218,15 +232,18 @@ class ExprParser {
   }
 
   private parseExpr(): Node {
+    if (++this.depth > MAX_SELECTOR_NESTING) throw recursionLimit();
     const cond = this.parseBinary(1);
+    let node = cond;
     if (this.isOp("?")) {
       this.next();
       const a = this.parseBinary(1);
       this.expect(":");
       const b = this.parseExpr();
-      return { kind: "call", fn: "_?_:_", args: [cond, a, b] };
+      node = { kind: "call", fn: "_?_:_", args: [cond, a, b] };
     }
-    return cond;
+    this.depth--;
+    return node;
   }
 
   private parseBinary(minPrec: number): Node {
@@ -241,16 +258,21 @@ class ExprParser {
     }
   }
 
+  /**
+   * A run of `!` (or `-`) folds as cel-go folds it: an even count cancels
+   * out, an odd one is a single call. A loop, so a long run costs no stack.
+   */
   private parseUnary(): Node {
-    if (this.isOp("!")) {
+    const ops: string[] = [];
+    for (let t = this.peek(); t.t === "op" && (t.v === "!" || t.v === "-"); t = this.peek()) {
+      ops.push(t.v);
       this.next();
-      return { kind: "call", fn: "!_", args: [this.parseUnary()] };
     }
-    if (this.isOp("-")) {
-      this.next();
-      return { kind: "call", fn: "-_", args: [this.parseUnary()] };
-    }
-    return this.parseMember();
+    let node = this.parseMember();
+    const same = ops.every((o) => o === ops[0]);
+    const apply = same ? ops.slice(0, ops.length % 2) : ops.reverse();
+    for (const o of apply) node = { kind: "call", fn: o === "!" ? "!_" : "-_", args: [node] };
+    return node;
   }
 
   private parseMember(): Node {
@@ -314,12 +336,15 @@ class ExprParser {
         }
         if (t.v === "[" || t.v === "{") {
           const close = t.v === "[" ? "]" : "}";
+          // Skipped, not parsed (a list or map is refused whatever it
+          // holds); each level still nests an expression for the limit.
           let depth = 1;
           while (depth > 0) {
             const n = this.next();
             if (n.t === "eof") throw syntaxError(`mismatched input '<EOF>' expecting '${close}'`);
             if (n.t === "op" && (n.v === "[" || n.v === "{")) depth++;
             if (n.t === "op" && (n.v === "]" || n.v === "}")) depth--;
+            if (this.depth + depth > MAX_SELECTOR_NESTING) throw recursionLimit();
           }
           return { kind: t.v === "[" ? "list" : "map" };
         }
@@ -340,10 +365,15 @@ const KIND_NAMES: Record<Node["kind"], string> = {
 };
 
 function fieldPath(n: Node): string {
-  if (n.kind === "ident") return n.name;
-  if (n.kind === "select") return `${fieldPath(n.operand)}.${n.field}`;
+  const fields: string[] = [];
+  let at = n;
+  while (at.kind === "select") {
+    fields.unshift(at.field);
+    at = at.operand;
+  }
+  if (at.kind === "ident") return [at.name, ...fields].join(".");
   throw new SelectorSyntaxError(
-    `shardRange() first argument: expected field path (e.g. object.metadata.uid), got expression kind ${KIND_NAMES[n.kind]}`,
+    `shardRange() first argument: expected field path (e.g. object.metadata.uid), got expression kind ${KIND_NAMES[at.kind]}`,
   );
 }
 
@@ -377,13 +407,24 @@ function hexBound(n: Node, name: "hexStart" | "hexEnd"): bigint {
   return BigInt(s);
 }
 
-function walk(n: Node, out: Array<{ path: string; range: Range }>): void {
+/** The `||` chain's operands, left to right; a loop, as a chain may be thousands long. */
+function operands(root: Node): Node[] {
+  const out: Node[] = [];
+  const stack = [root];
+  for (let n = stack.pop(); n !== undefined; n = stack.pop()) {
+    if (n.kind === "call" && n.fn === "_||_") stack.push(...[...n.args].reverse());
+    else out.push(n);
+  }
+  return out;
+}
+
+function walk(root: Node, out: Array<{ path: string; range: Range }>): void {
+  for (const n of operands(root)) walkRange(n, out);
+}
+
+function walkRange(n: Node, out: Array<{ path: string; range: Range }>): void {
   if (n.kind !== "call") {
     throw new SelectorSyntaxError(`unexpected expression kind ${KIND_NAMES[n.kind]}; expected shardRange() call or || operator`);
-  }
-  if (n.fn === "_||_") {
-    for (const a of n.args) walk(a, out);
-    return;
   }
   if (n.fn !== "shardRange" || n.target !== undefined) {
     throw new SelectorSyntaxError(`unsupported function ${JSON.stringify(n.fn)}; only shardRange() and || are allowed`);

@@ -1,5 +1,5 @@
 /**
- * The webhook's HTTPS edge: guards (method, path, content type, body size,
+ * The webhook's HTTPS edge: guards (method, path, body size, content type,
  * JSON), then {@link reviewPodAdmission} (`/mutate-pods`) or, when the
  * manager runs label slots, {@link reviewLabelAdmission} (`/label-slots`):
  * both endpoints pass the same guards. Everything the apiserver would
@@ -13,6 +13,7 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "../log.ts";
 import type { LabelSlotConfig } from "../ring/label-slots.ts";
 import type { InjectorConfig } from "./config.ts";
+import { isObject, obj, str } from "./json.ts";
 import { reviewLabelAdmission, type LabelOutcome } from "./label-review.ts";
 import type { TlsMaterial } from "./pki.ts";
 import { completeReview, errored, type AdmissionReviewResponse } from "./response.ts";
@@ -135,17 +136,13 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     return;
   }
 
-  // No UID can be echoed on these paths: the body was not read or not parsed.
-  const reject = (code: number, message: string, bodyUnread: boolean): void => {
-    opts.logger.warn({ code, reason: message }, "malformed admission request");
-    writeReview(res, completeReview("", errored(code, new Error(message))), bodyUnread);
+  // These answers echo the request's uid when it can be read: the apiserver
+  // refuses an answer whose uid differs, and would show that instead of why.
+  const reject = (code: number, message: string, bodyUnread: boolean, uid = ""): void => {
+    opts.logger.warn({ code, reason: message, uid }, "malformed admission request");
+    writeReview(res, completeReview(uid, errored(code, new Error(message))), bodyUnread);
   };
 
-  const contentType = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-  if (contentType !== "application/json") {
-    reject(415, `content type ${JSON.stringify(req.headers["content-type"] ?? "")} is not supported: send application/json`, true);
-    return;
-  }
   const declared = Number(req.headers["content-length"] ?? "NaN");
   if (declared > MAX_REVIEW_BYTES) {
     reject(413, `request body of ${declared} bytes is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
@@ -159,15 +156,24 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     reject(413, `request body is over the ${MAX_REVIEW_BYTES}-byte limit`, true);
     return;
   }
+  let body: unknown;
+  let parseError: string | undefined;
+  try {
+    body = read.length === 0 ? undefined : JSON.parse(read.toString("utf8"));
+  } catch (e) {
+    parseError = e instanceof Error ? e.message : String(e);
+  }
+  const contentType = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  if (contentType !== "application/json") {
+    reject(415, `content type ${JSON.stringify(req.headers["content-type"] ?? "")} is not supported: send application/json`, false, uidOf(body));
+    return;
+  }
   if (read.length === 0) {
     reject(400, "request body is empty; expected an admission.k8s.io/v1 AdmissionReview", false);
     return;
   }
-  let body: unknown;
-  try {
-    body = JSON.parse(read.toString("utf8"));
-  } catch (e) {
-    reject(400, `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, false);
+  if (parseError !== undefined) {
+    reject(400, `request body is not valid JSON: ${parseError}`, false);
     return;
   }
 
@@ -189,6 +195,12 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
   else opts.logger.info({ uid, pod, ...outcome, ms }, `admission ${outcome.result}`);
   opts.onOutcome?.(outcome);
   writeReview(res, review);
+}
+
+/** `request.uid` of a parsed body, or "" when it has none. */
+function uidOf(body: unknown): string {
+  const request = isObject(body) ? obj(body["request"]) : undefined;
+  return str(request?.["uid"]) ?? "";
 }
 
 /**

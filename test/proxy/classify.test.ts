@@ -49,3 +49,57 @@ t.test("the resource's configured key travels with the classification", async (t
   const c = classify("GET", "/api/v1/configmaps", index);
   t.equal(c.kind === "list" ? c.resource.key : undefined, "namespace");
 });
+
+t.test("the path is read as the apiserver reads it: decoded whole, then split", async (t) => {
+  const rows: Array<[string, string, string | undefined]> = [
+    ["/api/v1/%70ods", "list", undefined],
+    ["/api/v1/namespaces%2Falpha%2Fpods", "list", "alpha"],
+    ["/api/v1/namespaces/al%70ha/pods?watch=1", "watch", "alpha"],
+    ["/api/v1/%77atch/pods", "watch", undefined],
+    ["/api%2Fv1%2Fpods", "list", undefined],
+    ["/api/v1/namespaces/%ff/pods", "list", "\ufffd"],
+    ["/api/v1/namespaces/x/pods%2Fp1", "passthrough:single-object", undefined],
+  ];
+  for (const [url, want, ns] of rows) {
+    const c = classify("GET", url, index);
+    t.equal(c.kind === "passthrough" ? `passthrough:${c.reason}` : c.kind, want, url);
+    if (c.kind !== "passthrough") t.equal(c.namespace, ns, `${url}: namespace`);
+  }
+});
+
+t.test("classification never throws, whatever the path holds", async (t) => {
+  for (const url of ["/api/v1/namespaces/%zz/pods", "/api/v1/namespaces/%/pods", "/api/v1/namespaces/%e2%82/pods", "/api/v1/%zz", "/%", "", "?", "*", "/api/v1/namespaces/x/pods?%zz=%zz&watch=%zz", "\u0000"]) {
+    t.doesNotThrow(() => classify("GET", url, index), url);
+  }
+  const c = classify("GET", "/api/v1/namespaces/%zz/pods", index);
+  t.equal(c.kind === "passthrough" ? c.reason : c.kind, "undecodable-path", "an undecodable path passes through (the apiserver refuses it with 400)");
+});
+
+t.test("a watch is what the apiserver reads as one: the first watch value, unless 0 or false in any case", async (t) => {
+  const rows: Array<[string, "watch" | "list"]> = [
+    ["watch=true", "watch"],
+    ["watch=1", "watch"],
+    ["watch=True", "watch"],
+    ["watch=t", "watch"],
+    ["watch=yes", "watch"],
+    ["watch=", "watch"],
+    ["watch", "watch"],
+    ["watch=0", "list"],
+    ["watch=false", "list"],
+    ["watch=FALSE", "list"],
+    ["watch=False", "list"],
+    ["watch=0&watch=1", "list"],
+    ["watch=1&watch=0", "watch"],
+    ["w%61tch=1", "watch"],
+    ["limit=5", "list"],
+  ];
+  for (const [q, want] of rows) t.equal(classify("GET", `/api/v1/pods?${q}`, index).kind, want, q);
+});
+
+t.test("a legacy watch loses exactly its watch segment, even in a namespace named watch", async (t) => {
+  const c = classify("GET", "/api/v1/watch/namespaces/watch/pods", index);
+  t.equal(c.kind === "watch" ? c.path : undefined, "/api/v1/namespaces/watch/pods");
+  const list = classify("GET", "/api/v1/namespaces/watch/pods", index);
+  t.equal(list.kind, "list");
+  t.equal(list.kind === "list" ? list.path : undefined, "/api/v1/namespaces/watch/pods", "a list in namespace watch keeps its path");
+});

@@ -28,6 +28,21 @@ t.test("requests naming the lock are rewritten; others are not", async (t) => {
   t.same(matchLockRequest("GET", "/api/v1/namespaces/ns/configmaps/my-ctrl", cm, "my-ctrl-0")?.path, "/api/v1/namespaces/ns/configmaps/my-ctrl-0");
 });
 
+t.test("the lock is recognised however its path is spelled, and no path makes matching throw", async (t) => {
+  t.same(matchLockRequest("GET", "/apis/coordination.k8s.io/v1/namespaces/ns/le%61ses/demo%2Dlock", lease, "demo-lock-1")?.path, "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock-1");
+  t.same(matchLockRequest("GET", "/apis/coordination.k8s.io/v1/namespaces%2Fns%2Fleases%2Fdemo-lock", lease, "demo-lock-1")?.kind, "object");
+  for (const url of ["/apis/coordination.k8s.io/v1/namespaces/ns/leases/%zz", "/api/v1/namespaces/%zz/pods", "/x/%ff", "/%", "", "?%zz"]) {
+    t.doesNotThrow(() => matchLockRequest("PUT", url, lease, "demo-lock-1"), url);
+    t.equal(matchLockRequest("PUT", url, lease, "demo-lock-1"), undefined, `${url} is not the lock`);
+  }
+});
+
+t.test("JSON bodies that are no object, or nested deeper than the stack, are left as they are", async (t) => {
+  for (const body of ["null", "5", '"demo-lock"', "[]", "true"]) t.equal(renameJson(Buffer.from(body), "demo-lock", "demo-lock-0"), undefined, body);
+  const deep = `{"metadata":{"name":"demo-lock"},"x":${"[".repeat(200_000)}${"]".repeat(200_000)}}`;
+  t.equal(renameJson(Buffer.from(deep), "demo-lock", "demo-lock-0"), undefined, "200,000 levels deep");
+});
+
 t.test("JSON bodies: metadata.name and a Status's details.name are renamed, nothing else", async (t) => {
   const body = Buffer.from(JSON.stringify({ metadata: { name: "demo-lock", labels: { name: "demo-lock" } }, spec: { holderIdentity: "demo-lock" } }));
   const out = JSON.parse(renameJson(body, "demo-lock", "demo-lock-0")?.toString() ?? "{}") as { metadata: { name: string; labels: { name: string } }; spec: { holderIdentity: string } };

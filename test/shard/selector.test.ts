@@ -100,3 +100,44 @@ t.test("the parser refuses what the server refuses, naming the problem", async (
     t.match((err as Error).message, re);
   }
 });
+
+// Measured against k8s.io/apiserver 1.36's sharding.Parse (cel-go, maxRecursionDepth 250).
+const LOW = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+const RECURSION = "CEL parse error: expression recursion limit exceeded: 250";
+
+t.test("expressions nest as deeply as cel-go allows, and one level deeper is refused with its message", async (t) => {
+  const rows: Array<[string, string, string]> = [
+    ["parentheses", `${"(".repeat(248)}${LOW}${")".repeat(248)}`, `${"(".repeat(249)}${LOW}${")".repeat(249)}`],
+    ["calls", `${"f(".repeat(249)}1${")".repeat(249)}`, `${"f(".repeat(250)}1${")".repeat(250)}`],
+    ["lists", `${"[".repeat(249)}1${"]".repeat(249)}`, `${"[".repeat(250)}1${"]".repeat(250)}`],
+    ["ternaries", `${"a ? b : ".repeat(249)}c`, `${"a ? b : ".repeat(250)}c`],
+    ["indexes", `${"x[".repeat(249)}1${"]".repeat(249)}`, `${"x[".repeat(250)}1${"]".repeat(250)}`],
+  ];
+  for (const [what, deepest, tooDeep] of rows) {
+    let message = "";
+    try {
+      parseSelector(deepest);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    t.not(message, RECURSION, `${what}: the deepest allowed nesting parses`);
+    const err = t.throws(() => parseSelector(tooDeep), SelectorSyntaxError, `${what}: one level deeper`);
+    t.equal((err as Error).message, RECURSION, `${what}: named as the server names it`);
+  }
+  t.equal(formatSelector(parseSelector(`${"(".repeat(248)}${LOW}${")".repeat(248)}`)), LOW);
+});
+
+t.test("no selector, however deep or long, overflows the parser's stack", async (t) => {
+  const cases: Array<[string, string, RegExp]> = [
+    ["14,000 open parentheses (a 16 KiB URL)", `${"(".repeat(14_000)}${LOW}`, /recursion limit exceeded/],
+    ["a run of 90,000 !", `${"!".repeat(90_000)}x`, /unexpected expression kind IdentKind/],
+    ["a run of 90,001 -", `${"-".repeat(90_001)}x`, /unsupported function "-_"/],
+    ["an || chain of 33,000 operands", Array.from({ length: 33_000 }, () => "a").join("||"), /unexpected expression kind IdentKind/],
+    ["a field path 40,000 selections long", `shardRange(${"a.".repeat(40_000)}b, '0x0000000000000000', '0x8000000000000000')`, /unsupported field path/],
+  ];
+  for (const [what, v, re] of cases) {
+    const err = t.throws(() => parseSelector(v), SelectorSyntaxError, what);
+    t.match((err as Error).message, re, what);
+  }
+  t.equal(parseSelector(Array.from({ length: 1000 }, () => LOW).join(" || ")).ranges.length, 1000, "a long valid chain keeps every range");
+});

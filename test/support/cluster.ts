@@ -113,12 +113,5 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
   };
 }
 
-/** Polls `cond` until it holds or `timeoutMs` passes; returns whether it held. */
-export async function eventually(cond: () => boolean, timeoutMs: number, everyMs = 50): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  return cond();
-}
+// Re-exported from its own module: importing this one loads client-node.
+export { eventually } from "./eventually.ts";

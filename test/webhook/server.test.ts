@@ -68,8 +68,9 @@ t.test("other paths are 404 and other methods 405", async (t) => {
 // explains the problem (as controller-runtime answers), echoing the uid
 // whenever the request carried one.
 const malformed: Array<{ name: string; headers?: Record<string, string>; body: string; code: number; message: RegExp; uid: string }> = [
-  { name: "wrong content type", headers: { "content-type": "text/plain" }, body: JSON.stringify(reviewFor(POD)), code: 415, message: /content type "text\/plain" is not supported: send application\/json/, uid: "" },
-  { name: "missing content type", headers: {}, body: JSON.stringify(reviewFor(POD)), code: 415, message: /content type "" is not supported/, uid: "" },
+  { name: "wrong content type", headers: { "content-type": "text/plain" }, body: JSON.stringify(reviewFor(POD, { uid: "ct-1" })), code: 415, message: /content type "text\/plain" is not supported: send application\/json/, uid: "ct-1" },
+  { name: "missing content type", headers: {}, body: JSON.stringify(reviewFor(POD, { uid: "ct-2" })), code: 415, message: /content type "" is not supported/, uid: "ct-2" },
+  { name: "wrong content type and a body that is not JSON", headers: { "content-type": "text/plain" }, body: "{not json", code: 415, message: /content type "text\/plain"/, uid: "" },
   { name: "empty body", body: "", code: 400, message: /request body is empty/, uid: "" },
   { name: "body that is not JSON", body: "{not json", code: 400, message: /request body is not valid JSON/, uid: "" },
   { name: "JSON that is not an object", body: "[1,2]", code: 400, message: /not a JSON object/, uid: "" },

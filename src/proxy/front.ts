@@ -1,0 +1,152 @@
+/**
+ * The listener's front door, between node's HTTP server and the
+ * {@link ShardProxy} handlers. It makes the request target the one that is
+ * forwarded (see `request-target.ts`), refuses upgrades it cannot serve safely,
+ * and is the last guard: a handler that throws is a bug, answered with a 500
+ * Status (or a closed connection), a log line and a counter, never a process
+ * exit. Every request the listener can receive gets an answer or a clean
+ * close; the controller's other requests go on being served.
+ *
+ * It also ends what a vanished client leaves behind. Node aborts a request
+ * whose client goes away only while its response is unfinished, and only
+ * while the connection is its HTTP server's: one already answered (a 404 to
+ * a GET with a body) whose body never arrived stays open, and so do requests
+ * pipelined ahead of an upgrade, which takes the connection away. Their
+ * copies upstream stay open too, holding an apiserver connection (or a
+ * watch) for good. The front aborts them the way node aborts the others (an
+ * ECONNRESET `aborted` error, on which http-proxy-3 ends the upstream copy).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import type { Logger } from "../log.ts";
+import { classify, type ResourceIndex } from "./classify.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+import { readRequestTarget } from "./request-target.ts";
+import { endWithStatus, sendStatus } from "./status.ts";
+
+export interface FrontOptions {
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  readonly handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  readonly index: ResourceIndex;
+  readonly logger: Logger;
+  readonly metrics: ProxyMetrics;
+}
+
+export interface Front {
+  /** node's `request` listener. */
+  readonly request: (req: IncomingMessage, res: ServerResponse) => void;
+  /** node's `upgrade` listener. */
+  readonly upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+}
+
+/**
+ * Why an upgrade is refused, if it is. An upgraded connection is a byte pipe
+ * the proxy cannot filter: a sharded list or watch over it would reach the
+ * controller whole. Only subresources upgrade (exec, attach, portforward,
+ * proxy) and non-resource paths pass through. A list, watch or get of any
+ * other resource is refused too: controllers list and watch over plain HTTP,
+ * and an apiserver that answers such a request without upgrading streams an
+ * answer that http-proxy-3 relays without ending it when the client leaves.
+ */
+function upgradeRefusal(req: IncomingMessage, index: ResourceIndex): { reason: "sharded-upgrade" | "resource-upgrade"; message: string } | undefined {
+  const cls = classify(req.method ?? "GET", req.url ?? "/", index);
+  const upgrade = JSON.stringify(req.headers.upgrade ?? "");
+  if (cls.kind !== "passthrough") {
+    const what = cls.group === "" ? cls.resource.resource : `${cls.resource.resource}.${cls.group}`;
+    return { reason: "sharded-upgrade", message: `shardcar: a sharded ${what} ${cls.kind} cannot be served over an upgraded connection (Upgrade: ${upgrade}), whose bytes the proxy cannot filter; send it as a plain HTTP request` };
+  }
+  if (cls.reason === "subresource" || cls.reason === "not-resource-path" || cls.reason === "method") return undefined;
+  return {
+    reason: "resource-upgrade",
+    message: `shardcar: ${req.method ?? ""} ${JSON.stringify((req.url ?? "").slice(0, 200))} asks to upgrade the connection (Upgrade: ${upgrade}); shardcar upgrades only subresources such as exec, attach and portforward: send a list, watch or get as a plain HTTP request`,
+  };
+}
+
+/** The ECONNRESET error node destroys an aborted request with. */
+function aborted(): Error {
+  return Object.assign(new Error("aborted"), { code: "ECONNRESET" });
+}
+
+export function createFront(opts: FrontOptions): Front {
+  const { logger, metrics } = opts;
+  /**
+   * Per connection, its requests not yet done: answer unfinished or body not
+   * ended. One close listener per connection, not one per request.
+   */
+  const pending = new WeakMap<Socket, Set<IncomingMessage>>();
+  const settled = (req: IncomingMessage, res: ServerResponse): boolean => req.complete && res.writableFinished;
+  const track = (req: IncomingMessage, res: ServerResponse): void => {
+    const socket = req.socket;
+    let open = pending.get(socket);
+    if (open === undefined) {
+      const set = new Set<IncomingMessage>();
+      open = set;
+      pending.set(socket, set);
+      socket.once("close", () => abortAll(set));
+    }
+    const set = open;
+    set.add(req);
+    const forget = (): void => {
+      if (settled(req, res)) set.delete(req);
+    };
+    req.once("end", forget);
+    // "finish", not "close": a sharded response already carries ten close
+    // listeners (node's pipeline, http-proxy-3, the lineage), and an
+    // eleventh makes node warn once per response. A response that never
+    // finishes is one whose connection closes, which abortAll clears.
+    res.once("finish", forget);
+  };
+  const abortAll = (set: Set<IncomingMessage>): void => {
+    for (const r of set) if (!r.destroyed) r.destroy(aborted());
+    set.clear();
+  };
+  /** The target, made the forwarded one; or the refusal, already answered. */
+  const accept = (req: IncomingMessage, refuse: (message: string) => void): boolean => {
+    const target = readRequestTarget(req.url ?? "/");
+    if (target.ok) {
+      req.url = target.url;
+      return true;
+    }
+    metrics.rejectedRequests.inc({ reason: target.reason });
+    logger.debug({ method: req.method, reason: target.reason }, target.message);
+    refuse(target.message);
+    return false;
+  };
+  const failed = (listener: "request" | "upgrade", req: IncomingMessage, err: unknown, answer: (message: string) => void): void => {
+    metrics.handlerFailures.inc({ listener });
+    const message = err instanceof Error ? err.message : String(err);
+    logger.error({ err, method: req.method, url: req.url, listener }, "request handler threw; answering 500");
+    answer(`shardcar: internal error serving ${req.method ?? ""} ${JSON.stringify((req.url ?? "").slice(0, 200))}: ${message}`);
+  };
+  return {
+    request(req, res) {
+      if (!accept(req, (m) => sendStatus(res, 400, m))) return;
+      track(req, res);
+      try {
+        opts.handle(req, res);
+      } catch (err) {
+        failed("request", req, err, (m) => sendStatus(res, 500, m));
+      }
+    },
+    upgrade(req, socket, head) {
+      // An upgrade pipelined behind requests still being answered takes the
+      // connection from node's HTTP server at once: their answers can never
+      // be written, and node no longer aborts them when the client goes.
+      const earlier = pending.get(req.socket);
+      if (earlier !== undefined) abortAll(earlier);
+      if (!accept(req, (m) => endWithStatus(socket, 400, m))) return;
+      try {
+        const refusal = upgradeRefusal(req, opts.index);
+        if (refusal !== undefined) {
+          metrics.rejectedRequests.inc({ reason: refusal.reason });
+          endWithStatus(socket, 400, refusal.message);
+          return;
+        }
+        opts.handleUpgrade(req, socket, head);
+      } catch (err) {
+        failed("upgrade", req, err, (m) => endWithStatus(socket, 500, m));
+      }
+    },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * devapi reads a request as the apiserver does: the path decoded whole and
+ * then split, a malformed escape refused; ListOptions booleans converted as
+ * apimachinery converts them. And it records what it served each request as.
+ */
+import t from "tap";
+import { seedPods } from "../../src/devapi/index.ts";
+import { call, items, meta, withApi } from "./helpers.ts";
+
+t.test("the path is decoded whole, then split; a malformed escape is a 400 naming it", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 10, namespaces: ["a", "b"] });
+  const r = await call(api, "GET", "/api/v1/namespaces%2Fa%2F%70ods");
+  t.equal(r.status, 200);
+  t.same([...new Set(items(r.body).map((i) => meta(i).namespace))], ["a"], "a list of namespace a's pods");
+  const bad = await call(api, "GET", "/api/v1/namespaces/%zz/pods");
+  t.equal(bad.status, 400);
+  t.equal(bad.body.message, 'invalid URL escape "%zz"');
+});
+
+t.test("a ListOptions boolean is false only for 0 or false (any case); anything else present is true", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 2 });
+  const rows = [
+    ["watch=yes", true],
+    ["watch=True", true],
+    ["watch=", true],
+    ["watch=0", false],
+    ["watch=FALSE", false],
+    ["watch=false&watch=1", false],
+  ] as const;
+  const replies = await Promise.all(rows.map(([q]) => call(api, "GET", `/api/v1/pods?${q}&timeoutSeconds=1`)));
+  for (const [i, [q, watch]] of rows.entries()) {
+    const r = replies[i];
+    t.equal(r?.status, 200, q);
+    t.equal(r?.text.startsWith('{"type"'), watch, `${q}: ${watch ? "a watch" : "a list"}`);
+  }
+});
+
+t.test("each request records what it was served as: a LIST or WATCH of a collection, or nothing", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 2, namespaces: ["a"] });
+  const name = api.store.list("pods")[0]?.metadata?.name ?? "";
+  await call(api, "GET", "/api/v1/namespaces/a/pods");
+  await call(api, "GET", "/api/v1/pods?watch=1&timeoutSeconds=1");
+  await call(api, "GET", `/api/v1/namespaces/a/pods/${name}`);
+  await call(api, "GET", `/api/v1/watch/namespaces/a/pods/${name}?timeoutSeconds=1`);
+  await call(api, "GET", "/apis/coordination.k8s.io/v1/leases");
+  t.same(
+    api.stats.requests.map((r) => r.served),
+    [{ verb: "list", resource: "pods" }, { verb: "watch", resource: "pods" }, undefined, undefined, { verb: "list", resource: "leases.coordination.k8s.io" }],
+  );
+});

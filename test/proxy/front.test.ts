@@ -1,0 +1,239 @@
+/**
+ * The listener's front door (src/proxy/front.ts), on live proxies: a bad
+ * request is a 400 that names the bad value and the proxy serves on; a
+ * handler that throws is a 500, a log line and a counter, not an exit; a
+ * client that leaves takes its upstream request with it; upgrades the proxy
+ * cannot filter are refused.
+ */
+import t from "tap";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import { connect, type AddressInfo } from "node:net";
+import { Duplex, Writable } from "node:stream";
+import { Registry } from "prom-client";
+import { pino } from "pino";
+import { startDevApi, seedPods } from "../../src/devapi/index.ts";
+import { silentLogger } from "../../src/log.ts";
+import { indexResources } from "../../src/proxy/classify.ts";
+import { createFront } from "../../src/proxy/front.ts";
+import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
+import { ProxyMetrics } from "../../src/proxy/metrics.ts";
+import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
+import { endWithStatus } from "../../src/proxy/status.ts";
+import { makeUpstream, type Upstream } from "../../src/proxy/upstream.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, shardRange } from "../../src/shard/range.ts";
+import { parseResources } from "../../src/shard/spec.ts";
+import { eventually } from "../support/eventually.ts";
+import { exchange, parseResponses, type ParsedResponse } from "../support/fuzz/raw-http.ts";
+
+const OWNED = [shardRange(0, 4)];
+
+function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((r) => server.close(() => r()));
+}
+
+function endpoint(p: RunningProxy): { host: string; port: number } {
+  return { host: "127.0.0.1", port: Number(new URL(p.url).port) };
+}
+
+/** Sends `head` (and `body`) raw and reads one whole response. */
+async function send(p: RunningProxy, head: string, body = ""): Promise<ParsedResponse> {
+  const res = await exchange(endpoint(p), { writes: [Buffer.from(head + body, "latin1")], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } }, ["GET"]);
+  const r = parseResponses(res.received, ["GET"], res.serverClosed).responses[0];
+  if (r === undefined) throw new Error(`no response to ${JSON.stringify(head.split("\r\n")[0])}`);
+  return r;
+}
+
+const status = (r: ParsedResponse): { code?: number; reason?: string; message?: string; kind?: string } => JSON.parse(r.body.toString("utf8")) as { code?: number; reason?: string; message?: string };
+
+async function counter(p: RunningProxy, name: "rejectedRequests" | "handlerFailures"): Promise<number> {
+  return (await p.metrics[name].get()).values.reduce((s, v) => s + v.value, 0);
+}
+
+for (const lock of [false, true]) {
+  t.test(`a malformed percent-escape gets a 400 naming it, and the proxy serves on${lock ? " (with --leader-election)" : ""}`, async (t) => {
+    const api = await startDevApi({ gate: "off" });
+    seedPods(api, { count: 20, namespaces: 2 });
+    const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger(), ...(lock ? { lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } } : {}) });
+    t.teardown(async () => {
+      await proxy.close();
+      await api.close();
+    });
+    for (const path of ["/api/v1/namespaces/%zz/pods", "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases/%zz", "/api/v1/pods%"]) {
+      const r = await send(proxy, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      t.equal(r.status, 400, path);
+      const s = status(r);
+      t.equal(s.kind, "Status");
+      t.equal(s.reason, "BadRequest");
+      t.match(s.message, /invalid URL escape "%(zz)?"/, `${path}: the message names the escape`);
+    }
+    t.equal(await counter(proxy, "rejectedRequests"), 3, "each refusal is counted");
+    const list = await send(proxy, "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n");
+    t.equal(list.status, 200, "the next request is served");
+    t.equal(list.headers.get("x-shardcar-generation")?.[0], "0", "and sharded");
+  });
+}
+
+t.test("a handler that throws is answered 500 with a log line and a counter; the next request is served", async (t) => {
+  const lines: string[] = [];
+  const logger = pino({ level: "info" }, new Writable({ write: (chunk: Buffer, _e, cb) => (lines.push(chunk.toString()), cb()) }));
+  const metrics = new ProxyMetrics(new Registry());
+  let calls = 0;
+  const front = createFront({
+    handle: (_req, res) => {
+      if (++calls === 1) throw new Error("a bug in a handler");
+      res.writeHead(200).end("ok");
+    },
+    handleUpgrade: () => {
+      throw new Error("a bug in the upgrade handler");
+    },
+    index: indexResources(parseResources("pods")),
+    logger,
+    metrics,
+  });
+  const server: Server = createServer(front.request);
+  server.on("upgrade", front.upgrade);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  const port = (server.address() as AddressInfo).port;
+  const get = async (head: string): Promise<ParsedResponse | undefined> => {
+    const res = await exchange({ host: "127.0.0.1", port }, { writes: [Buffer.from(head)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+    return parseResponses(res.received, ["GET"], res.serverClosed).responses[0];
+  };
+  const first = await get("GET /api/v1/namespaces/x/pods/y HTTP/1.1\r\nHost: x\r\n\r\n");
+  t.equal(first?.status, 500);
+  t.match(first === undefined ? "" : status(first).message, /internal error serving GET "\/api\/v1\/namespaces\/x\/pods\/y": a bug in a handler/);
+  t.equal((await get("GET /version HTTP/1.1\r\nHost: x\r\n\r\n"))?.status, 200, "the next request is served");
+  const up = await get("GET /api/v1/namespaces/x/pods/y/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+  t.equal(up?.status, 500, "an upgrade handler that throws is answered too");
+  t.equal((await metrics.handlerFailures.get()).values.reduce((s, v) => s + v.value, 0), 2, "both counted");
+  t.equal(lines.filter((l) => l.includes("request handler threw")).length, 2, "both logged");
+});
+
+t.test("a client gone after its answer but before its body ended takes the upstream request with it", async (t) => {
+  // Like the apiserver (Go's net/http waits for the rest of an unread body,
+  // with no deadline): it answers without reading the body and never times
+  // the connection out. (devapi, being node, would drop it after 5 s.)
+  const apiserver = createServer((_req, res) => res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}'));
+  apiserver.keepAliveTimeout = 0;
+  apiserver.requestTimeout = 0;
+  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(apiserver));
+  const upstream: Upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(() => proxy.close());
+  const inUse = (): number => Object.values(upstream.agent.sockets).reduce((n, l) => n + (l?.length ?? 0), 0);
+  const answer = await new Promise<string>((resolve) => {
+    const socket = connect(endpoint(proxy), () => socket.write("GET /api/v1/nothing-here HTTP/1.1\r\nHost: x\r\nContent-Length: 44\r\n\r\n{}"));
+    let got = Buffer.alloc(0);
+    socket.on("data", (b: Buffer) => {
+      got = Buffer.concat([got, b]);
+      // Leave once the proxy is done with its answer (its write callbacks ran), as a client that read it would.
+      if (parseResponses(got, ["GET"]).responses[0]?.complete === true) setImmediate(() => setImmediate(() => socket.destroy()));
+    });
+    socket.on("close", () => resolve(got.toString("latin1")));
+  });
+  t.match(answer, /^HTTP\/1\.1 404/, "answered before the body ended");
+  t.ok(await eventually(() => inUse() === 0, 10_000), `the upstream request ended with its client (${inUse()} in use)`);
+});
+
+t.test("an upgrade pipelined behind requests still being answered takes their upstream requests with it", async (t) => {
+  const api = await startDevApi({ gate: "off" });
+  seedPods(api, { count: 4 });
+  const upstream = makeUpstream(api.url);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  const list = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n";
+  const watch = "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  const upgrade = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+  // Node hands the connection to the upgrade as soon as it parses it: the
+  // list is being answered, the watch queued behind it, and both are orphaned.
+  await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + upgrade)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
+  const inUse = (): number => Object.values(upstream.agent.sockets).reduce((n, l) => n + (l?.length ?? 0), 0);
+  t.ok(await eventually(() => inUse() === 0 && api.stats.openWatches === 0 && proxy.openConnections() === 0, 10_000), `nothing left open (upstream ${inUse()}, devapi watches ${api.stats.openWatches}, connections ${proxy.openConnections()})`);
+});
+
+/** An apiserver stand-in that answers everything, upgrades included, with every pod in the keyspace. */
+async function everythingUpstream(t: { teardown(fn: () => unknown): void }): Promise<{ url: string; seen: string[] }> {
+  const seen: string[] = [];
+  const pods = Array.from({ length: 64 }, (_, i) => ({ metadata: { name: `p${i}`, namespace: "ns", uid: `uid-${i}` } }));
+  const server = createServer((req: IncomingMessage, res) => {
+    seen.push(req.url ?? "");
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "1" }, items: pods }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+
+t.test("upgrades the proxy cannot filter are refused; subresource upgrades pass through", async (t) => {
+  const up = await everythingUpstream(t);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(up.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(() => proxy.close());
+  const upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+  const sharded = await send(proxy, `GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
+  t.equal(sharded.status, 400);
+  t.match(status(sharded).message, /a sharded pods watch cannot be served over an upgraded connection \(Upgrade: "websocket"\)/);
+  t.notOk(sharded.body.toString().includes("uid-"), "no pod reaches the client");
+  const other = await send(proxy, `GET /apis/coordination.k8s.io/v1/leases?watch=1 HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
+  t.equal(other.status, 400);
+  t.match(status(other).message, /upgrades only subresources such as exec/);
+  t.same(up.seen, [], "neither reached the apiserver");
+  const exec = await send(proxy, `GET /api/v1/namespaces/ns/pods/p0/exec?command=sh HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
+  t.equal(exec.status, 200, "exec is passed through (this stand-in does not upgrade)");
+  t.same(up.seen, ["/api/v1/namespaces/ns/pods/p0/exec?command=sh"]);
+  // Without the refusal the stand-in's unfiltered list would have reached the client:
+  t.ok(
+    JSON.parse(exec.body.toString()).items.some((p: { metadata: { uid: string } }) => !contains(OWNED, fnv1a64(p.metadata.uid))),
+    "(the stand-in does answer with pods outside the shard)",
+  );
+});
+
+t.test("a refused upgrade's connection closes when its client leaves, even with more bytes unread", async (t) => {
+  const api = await startDevApi({ gate: "off" });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  const refused = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+  const res = await exchange(endpoint(proxy), { writes: [Buffer.from(refused + "x".repeat(70_000))], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+  t.equal(parseResponses(res.received, ["GET"]).responses[0]?.status, 400);
+  t.ok(await eventually(() => proxy.openConnections() === 0, 5000), `the connection closed (${proxy.openConnections()} open)`);
+});
+
+t.test("refusing an upgrade to a client already gone is not an uncaught error", async (t) => {
+  const gone = new Duplex({
+    read() {},
+    write(_chunk, _encoding, cb) {
+      cb(Object.assign(new Error("write EPIPE"), { code: "EPIPE" }));
+    },
+  });
+  endWithStatus(gone, 400, "refused");
+  await new Promise((r) => setImmediate(r));
+  t.ok(gone.destroyed, "the socket is destroyed, the error handled");
+});
+
+t.test("an upgrade relayed without upgrading ends upstream when its client leaves", {
+    todo: 'src/proxy/server.ts (being split by ledger): http-proxy-3 relays a non-101 answer to an upgrade request and never ends it when the client leaves. Fix, in the ShardProxy constructor: this.#passthrough.on("proxyReqWs", (proxyReq, _req, socket) => proxyReq.once("response", (proxyRes) => { const stop = () => { proxyRes.destroy(); socket.destroy(); }; socket.once("end", stop); socket.once("close", stop); }))',
+  }, async (t) => {
+  let open = 0;
+  const server = createServer((req, res) => {
+    open++;
+    req.socket.once("close", () => open--);
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.write("streaming, as a log with follow=true does\n");
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(() => proxy.close());
+  await exchange(endpoint(proxy), { writes: [Buffer.from("GET /api/v1/namespaces/ns/pods/p0/log?follow=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")], gapMs: 0, end: { kind: "read-for", ms: 200 } });
+  t.ok(await eventually(() => open === 0 && proxy.openConnections() === 0, 5000), `the upstream request ended (${open} open) and so did the client's connection (${proxy.openConnections()})`);
+});
