@@ -2,9 +2,11 @@
  * The proxy's own error answers, shaped as Kubernetes `Status` objects so
  * clients surface them like any apiserver error.
  */
-import { STATUS_CODES, type ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+// Not an ES import of node:http: it would load undici (src/node-builtins.ts).
+import { http } from "../node-builtins.ts";
 
 export interface StatusBody {
   readonly kind: "Status";
@@ -61,7 +63,7 @@ export function endWithStatus(socket: Duplex, code: number, message: string, rea
   socket.resume();
   if (socket instanceof Socket) socket.setTimeout(LINGER_MS, () => socket.destroy());
   const body = JSON.stringify(statusBody(code, message, reason));
-  const head = `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  const head = `HTTP/1.1 ${code} ${http.STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
   socket.end(head + body);
 }
 
