@@ -216,11 +216,25 @@ function apiError(status: number, body: Buffer): ApiError {
   return new ApiError(status, message, typeof st["reason"] === "string" ? st["reason"] : undefined);
 }
 
+/**
+ * Arms a timeout: calls `fn` after `ms` unless the returned function is
+ * called first. The ring hands its clock's (src/ring/clock.ts), so a call's
+ * deadline and the renew deadline it serves are measured on one clock.
+ */
+export type SetTimer = (ms: number, fn: () => void) => () => void;
+
+const realTimer: SetTimer = (ms, fn) => {
+  const t = setTimeout(fn, Math.max(0, ms));
+  return () => clearTimeout(t);
+};
+
 /** JSON requests and watches on one {@link Connection}. Stateless apart from the connection's agent; safe to share. */
 export class ApiClient {
   readonly #conn: Connection;
-  constructor(conn: Connection) {
+  readonly #timer: SetTimer;
+  constructor(conn: Connection, timer: SetTimer = realTimer) {
     this.#conn = conn;
+    this.#timer = timer;
   }
 
   get server(): URL {
@@ -254,16 +268,28 @@ export class ApiClient {
     const url = this.#url(path, opts.query);
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
     const where = `${method} ${url.pathname}`;
-    const deadline = Date.now() + opts.timeoutMs;
-    const req = await this.#open(method, url, payload, opts);
+    let req: http.ClientRequest | undefined;
+    let expired: Error | undefined;
+    // Armed before the connection is prepared: the deadline covers the whole call.
+    const disarm = this.#timer(opts.timeoutMs, () => {
+      expired = timeoutError(`${where}: no answer within ${opts.timeoutMs} ms`);
+      req?.destroy(expired);
+    });
+    try {
+      req = await this.#open(method, url, payload, opts);
+    } catch (e) {
+      disarm();
+      throw e;
+    }
+    const sent = req;
+    if (expired !== undefined) sent.destroy(expired);
     return new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => req.destroy(timeoutError(`${where}: no answer within ${opts.timeoutMs} ms`)), Math.max(0, deadline - Date.now()));
       const fail = (e: Error): void => {
-        clearTimeout(timer);
+        disarm();
         reject(e instanceof ShardcarError ? e : new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${e.message}`, { cause: e }));
       };
-      req.on("error", fail);
-      req.on("response", (res) => {
+      sent.on("error", fail);
+      sent.on("response", (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (b: Buffer) => {
@@ -273,7 +299,7 @@ export class ApiClient {
         });
         res.on("error", fail);
         res.on("end", () => {
-          clearTimeout(timer);
+          disarm();
           const status = res.statusCode ?? 0;
           const body = Buffer.concat(chunks);
           if (status < 200 || status > 299) {
@@ -288,7 +314,7 @@ export class ApiClient {
           }
         });
       });
-      req.end(payload);
+      sent.end(payload);
     });
   }
 
@@ -305,20 +331,20 @@ export class ApiClient {
     const where = `watch ${url.pathname}`;
     let req: http.ClientRequest | undefined;
     let over = false;
-    let timer: NodeJS.Timeout | undefined;
+    let disarm = (): void => {};
     let resolveDone: (e: Error | undefined) => void = () => {};
     const done = new Promise<Error | undefined>((resolve) => (resolveDone = resolve));
     const finish = (e: Error | undefined, destroy = true): void => {
       if (over) return;
       over = true;
-      clearTimeout(timer);
+      disarm();
       // A stream the server ended cleanly leaves its socket to the agent.
       if (destroy) req?.destroy();
       resolveDone(e);
     };
     const arm = (): void => {
-      clearTimeout(timer);
-      timer = setTimeout(() => finish(timeoutError(`${where}: nothing received for ${inactivityMs} ms`)), inactivityMs);
+      disarm();
+      disarm = this.#timer(inactivityMs, () => finish(timeoutError(`${where}: nothing received for ${inactivityMs} ms`)));
     };
     const fail = (message: string): void => finish(new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${message}`));
     arm();

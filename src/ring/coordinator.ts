@@ -100,7 +100,8 @@ export async function runCoordinator(opts: CoordinatorOptions, signal: AbortSign
   const clock = opts.clock ?? systemClock;
   const log = (opts.log ?? silentLogger()).child({ component: "ring-coordinator", identity: opts.identity });
   const metrics = opts.registry === undefined ? undefined : coordinatorMetrics(opts.registry);
-  const api = new ApiClient(kubeConfigConnection(opts.kubeConfig));
+  // Its calls' deadlines run on the clock its renew deadlines do.
+  const api = new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => clock.timer(ms, fn));
   const election = new Election(opts, api, timings, clock, log);
   while (!signal.aborted) {
     const leading = await election.campaign(signal);

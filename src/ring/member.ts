@@ -136,7 +136,7 @@ export class RingMember implements OwnershipSource {
     this.#clock = opts.clock ?? systemClock;
     this.#log = (opts.log ?? silentLogger()).child({ ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
     if (opts.client !== undefined) this.#api = opts.client;
-    else if (opts.kubeConfig !== undefined) this.#api = new ApiClient(kubeConfigConnection(opts.kubeConfig));
+    else if (opts.kubeConfig !== undefined) this.#api = new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => this.#clock.timer(ms, fn));
     else throw new ConfigError("ring", "a ring member needs an API client or a kubeconfig");
     this.#leases = new LeaseApi(this.#api, this.#t.renewDeadlineMs);
     this.#rings = new RingApi(this.#api);

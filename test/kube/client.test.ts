@@ -10,9 +10,10 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDevApi } from "../../src/devapi/index.ts";
-import { ApiClient, ApiError, directConnection, TokenFile } from "../../src/kube/client.ts";
+import { ApiClient, ApiError, directConnection, TokenFile, type SetTimer } from "../../src/kube/client.ts";
 import { describe, isConflict, isNotFound, LeaseApi, microTime, timeOf } from "../../src/ring/kube.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
+import { until } from "../support/wait.ts";
 
 const LEASE = (name: string): Record<string, unknown> => ({
   apiVersion: "coordination.k8s.io/v1",
@@ -138,16 +139,58 @@ t.test("a body that echoes the request is never copied into the error; a Status 
   t.match(describe(forbidden), /HTTP 403: leases.coordination.k8s.io "x" is forbidden/);
 });
 
-t.test("a call that gets no answer is aborted at its timeout", async (t) => {
+/** A timer the test fires by hand: what the client armed, and a way to make it expire. */
+function handTimer(): { timer: SetTimer; armed: number[]; fire: () => void; pending: () => number } {
+  const armed: number[] = [];
+  const live = new Set<() => void>();
+  return {
+    timer: (ms, fn) => {
+      armed.push(ms);
+      live.add(fn);
+      return () => live.delete(fn);
+    },
+    armed,
+    fire: () => {
+      for (const fn of [...live]) fn();
+    },
+    pending: () => live.size,
+  };
+}
+
+t.test("a call that gets no answer is aborted when its timeout expires, on the timer the client was given", async (t) => {
+  let arrived = 0;
   const s = await scripted(() => {
-    /* never answers */
+    arrived++; /* never answers */
   });
   t.teardown(() => s.close());
-  const client = new ApiClient(directConnection({ server: s.url, token: "t" }));
-  const t0 = Date.now();
-  const err = await client.request("GET", "/hang", { timeoutMs: 200 }).catch((e: unknown) => e);
+  const hand = handTimer();
+  const client = new ApiClient(directConnection({ server: s.url, token: "t" }), hand.timer);
+  const call = client.request("GET", "/hang", { timeoutMs: 200 }).catch((e: unknown) => e);
+  await until("the request to reach the server", () => arrived === 1);
+  t.same(hand.armed, [200], "the call armed its timeout for 200 ms");
+  hand.fire();
+  const err = await call;
   t.ok(err instanceof Error && err.name === "TimeoutError", "a TimeoutError");
-  t.ok(Date.now() - t0 < 2_000, "within its timeout");
+  t.match(String(err), /GET \/hang: no answer within 200 ms/, "naming the call and its timeout");
+});
+
+t.test("an answered call and a watch that hears from the server disarm their timeouts", async (t) => {
+  const s = await scripted((req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    if (req.url?.includes("watch=true")) res.write(`${JSON.stringify({ type: "ADDED", object: { metadata: { name: "a", resourceVersion: "1" } } })}\n`);
+    else res.end("{}");
+  });
+  t.teardown(() => s.close());
+  const hand = handTimer();
+  const client = new ApiClient(directConnection({ server: s.url, token: "t" }), hand.timer);
+  t.same(await client.request("GET", "/ok", { timeoutMs: 200 }), {});
+  t.equal(hand.pending(), 0, "nothing armed once answered");
+  const seen: string[] = [];
+  const w = client.watch("/x", {}, (type) => seen.push(type), 150);
+  await until("the first event", () => seen.length === 1);
+  t.same(hand.armed.slice(1), [150, 150], "the watch re-armed its inactivity timeout on the event");
+  hand.fire();
+  t.equal((await w.done)?.name, "TimeoutError", "and ends when it expires");
 });
 
 t.test("the token file is re-read after a minute, and at once after a 401; a failed re-read keeps the last token", async (t) => {
