@@ -1,7 +1,7 @@
 import t from "tap";
 import { Registry } from "prom-client";
 import { parseSlots, type TableJson } from "../../src/ring/table.ts";
-import { NS, RingEnv, SHARDRING_REF, until } from "./harness.ts";
+import { NS, RingEnv, SHARDRING_REF, sleep, until } from "./harness.ts";
 
 // The relist budget end to end: spec.relistBudget reaches the leader's state
 // machine, each pending table the leader writes stays within it, the
@@ -40,24 +40,31 @@ t.test("budget 1: a member leaving a ring of four is handed on one gainer at a t
     await env.settled(all.slice(0, all.indexOf(n) + 1));
   }
 
-  // Record every pending table the leader writes, against the committed one.
+  // Record every pending table the leader writes, against the committed one,
+  // as the store applies it (synchronously: none can slip between two
+  // looks). The gauge is polled: the leader sets it after each pass, and a
+  // value lasts a whole handoff (a relist and the renewals around it), many
+  // polls on the members' clock.
   const seen = new Map<number, string[]>();
+  const stopWatching = env.api.store.watch(SHARDRING_REF, (e) => {
+    const st = e.object["status"] as { pending?: TableJson; committed?: TableJson } | undefined;
+    if (st?.pending !== undefined && st.committed !== undefined && !seen.has(st.pending.generation)) seen.set(st.pending.generation, gainers(st.committed, st.pending, 256));
+  });
   let maxDeferred = 0;
   let watching = true;
-  const watcher = (async () => {
+  const poller = (async () => {
     while (watching) {
-      const st = env.ringStatus();
-      if (st?.pending !== undefined && st.committed !== undefined && !seen.has(st.pending.generation)) seen.set(st.pending.generation, gainers(st.committed, st.pending, 256));
       maxDeferred = Math.max(maxDeferred, await gauge(registry, "shardcar_ring_relist_budget_deferred_members"));
-      await new Promise((r) => setTimeout(r, 5));
+      await sleep(5);
     }
   })();
   env.phase = "graceful";
   env.startSampling();
   await env.leave("web-3");
   await env.settled(["web-0", "web-1", "web-2"], 15_000);
+  stopWatching();
   watching = false;
-  await watcher;
+  await poller;
 
   t.comment(`pending tables and their gainers: ${[...seen].map(([g, m]) => `${g}: ${m.join(",")}`).join("; ")}`);
   t.equal(seen.size, 3, "three handoffs: web-3's slots go to each of the three survivors in turn");

@@ -1,6 +1,8 @@
 import t from "tap";
 import { FENCED_PREFIX, memberLeaseName } from "../../src/ring/names.ts";
-import { LEASE_REF, Link, memberClient, NS, RELIST_MS, RingEnv, sleep, TIMINGS, until } from "./harness.ts";
+import { equal } from "../../src/shard/range.ts";
+import { clusterClock } from "../support/wait.ts";
+import { LEASE_REF, Link, memberClient, NS, RingEnv, TIMINGS, until } from "./harness.ts";
 
 t.test("exclusive: a partitioned member fences itself before the leader hands its slots on, so no slot is served twice", async (t) => {
   const env = await RingEnv.start("partition");
@@ -20,17 +22,18 @@ t.test("exclusive: a partitioned member fences itself before the leader hands it
   let fencedAt = 0;
   let takenAt = 0;
   cut.member.subscribe((next) => {
-    if (next.ranges.length === 0 && fencedAt === 0) fencedAt = Date.now();
+    if (next.ranges.length === 0 && fencedAt === 0) fencedAt = clusterClock.now();
   });
   web0.member.subscribe((next) => {
-    if (next.ranges.length === 1 && next.ranges[0]?.end === 1n << 64n && next.ranges[0].start === 0n && takenAt === 0) takenAt = Date.now();
+    if (next.ranges.length === 1 && next.ranges[0]?.end === 1n << 64n && next.ranges[0].start === 0n && takenAt === 0) takenAt = clusterClock.now();
   });
   env.phase = "partitioned";
   env.startSampling();
-  const cutAt = Date.now();
+  // Timed on the members' and the leader's clock (test/support/quiet-clock.ts).
+  const cutAt = clusterClock.now();
   link.partition();
   await until("web-0 to take the whole keyspace", () => takenAt !== 0, 8_000);
-  await sleep(RELIST_MS + 300); // web-0 has relisted: it now delivers the slots
+  await until("web-0 to relist it and deliver the slots", () => equal(web0.proxy.delivering(), [{ start: 0n, end: 1n << 64n }]));
 
   t.ok(fencedAt > 0, "the partitioned member narrowed to nothing on its own");
   t.ok(fencedAt > 0 && fencedAt - cutAt <= TIMINGS.renewDeadlineMs + 200, `it did so within its renew deadline (${fencedAt - cutAt} ms after the cut)`);

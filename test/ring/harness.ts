@@ -18,7 +18,8 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { ApiClient, directConnection } from "../../src/kube/client.ts";
-import { silentLogger, createLogger } from "../../src/log.ts";
+import { pino } from "pino";
+import { silentLogger, createLogger, type Logger } from "../../src/log.ts";
 import type { Ownership } from "../../src/proxy/ownership.ts";
 import { complement, equal, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
@@ -26,6 +27,7 @@ import { runCoordinator, type CoordinatorOptions } from "../../src/ring/coordina
 import { RingMember, type RingMemberOptions } from "../../src/ring/member.ts";
 import { RING_GROUP, RING_KIND, RING_VERSION } from "../../src/ring/names.ts";
 import { parseSlots, type ShardRingStatusJson } from "../../src/ring/table.ts";
+import { clusterClock, until } from "../support/wait.ts";
 
 export const SHARDRING_REF = { group: RING_GROUP, version: RING_VERSION, resource: "shardrings" } as const;
 export const LEASE_REF = { group: "coordination.k8s.io", version: "v1", resource: "leases" } as const;
@@ -50,26 +52,29 @@ export function kubeConfig(url: string): KubeConfig {
 /**
  * A member's own client, as `shardcar proxy` builds it (src/kube/client.ts,
  * no client-node); the coordinator keeps the client-node {@link kubeConfig}.
+ * Its calls time out on {@link clusterClock}, as the member's renew deadline does.
  */
 export function memberClient(url: string): ApiClient {
-  return new ApiClient(directConnection({ server: url, token: "ring-test" }));
+  return new ApiClient(directConnection({ server: url, token: "ring-test" }), (ms, fn) => clusterClock.timer(ms, fn));
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `cond` every 25 ms; throws with `what` after `timeoutMs`. */
-export async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
+/**
+ * RING_TEST_LOG=<file>: the debug log of every coordinator, member and (in
+ * test/ring/replicas.ts) proxy, appended to that file; silent otherwise.
+ */
+export function ringTestLog(name: string): Logger {
+  const file = process.env["RING_TEST_LOG"];
+  return file ? createLogger({ level: "debug", name, destination: pino.destination({ dest: file, append: true, sync: true }) }) : silentLogger();
 }
+
+/** Waits `ms` of the members' and the leader's time (see test/support/wait.ts). */
+export const sleep = (ms: number): Promise<void> => clusterClock.sleep(ms);
+export { until };
 
 export class StubProxy {
   cache: readonly Range[] = [];
   relists = 0;
-  #timer: NodeJS.Timeout | undefined;
+  #cancel: (() => void) | undefined;
   readonly #member: RingMember;
   readonly #relistMs: number;
   readonly #onChange: () => void;
@@ -81,22 +86,22 @@ export class StubProxy {
   }
   #changed(next: Ownership): void {
     this.#onChange(); // narrowing takes effect at once: check right now
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
+    this.#cancel?.();
+    this.#cancel = clusterClock.timer(this.#relistMs, () => {
+      this.#cancel = undefined;
       // The relist started after the latest change, so it reflects `next`.
       this.cache = next.ranges;
       this.relists++;
       this.#onChange();
       this.#member.markApplied(next.generation);
-    }, this.#relistMs);
+    });
   }
   /** What the controller can reconcile right now. */
   delivering(): Range[] {
     return intersect(this.cache, this.#member.current().ranges);
   }
   stop(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#cancel?.();
   }
 }
 
@@ -129,7 +134,7 @@ export class RingEnv {
   readonly generationRegressions: string[] = [];
   phase = "setup";
   #coordinators: Array<{ abort: AbortController; done: Promise<void> }> = [];
-  #sampler: NodeJS.Timeout | undefined;
+  #sampler: (() => void) | undefined;
 
   private constructor(api: DevApi, ring: string) {
     this.api = api;
@@ -166,8 +171,9 @@ export class RingEnv {
         ringNamespace: NS,
         identity: `mgr-${this.#coordinators.length}`,
         election: TIMINGS,
+        clock: clusterClock,
         registry,
-        log: process.env["RING_TEST_LOG"] ? createLogger({ level: "debug", name: "coordinator" }) : silentLogger(),
+        log: ringTestLog("coordinator"),
         ...over,
       },
       abort.signal,
@@ -190,8 +196,9 @@ export class RingEnv {
       ring: this.ring,
       member: name,
       timings: TIMINGS,
+      clock: clusterClock,
       leaveTimeoutMs: 15_000,
-      log: process.env["RING_TEST_LOG"] ? createLogger({ level: "debug", name }) : silentLogger(),
+      log: ringTestLog(name),
       ...over,
     });
     // Besides the 100 ms sampler, every cache or range change is checked the
@@ -259,11 +266,11 @@ export class RingEnv {
   }
 
   startSampling(everyMs = 100): void {
-    this.#sampler = setInterval(() => this.sample(true), everyMs);
+    this.#sampler = clusterClock.every(everyMs, () => this.sample(true));
   }
 
   sample(periodic = false): Sample {
-    const s = { at: Date.now(), phase: this.phase, uncovered: this.uncovered(), doubled: this.doubled(), deliveredTwice: this.deliveredTwice(), periodic };
+    const s = { at: clusterClock.now(), phase: this.phase, uncovered: this.uncovered(), doubled: this.doubled(), deliveredTwice: this.deliveredTwice(), periodic };
     this.samples.push(s);
     return s;
   }
@@ -293,7 +300,7 @@ export class RingEnv {
   }
 
   async stop(): Promise<void> {
-    if (this.#sampler !== undefined) clearInterval(this.#sampler);
+    this.#sampler?.();
     for (const m of this.members.values()) {
       m.member.halt();
       m.proxy.stop();

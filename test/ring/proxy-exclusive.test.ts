@@ -2,6 +2,7 @@ import t, { type Test } from "tap";
 import type { V1Pod } from "@kubernetes/client-node";
 import { complement, equal, ratio, union, type Range } from "../../src/shard/range.ts";
 import { startChurn } from "../support/cluster.ts";
+import { clusterClock } from "../support/wait.ts";
 import { sleep, until } from "./harness.ts";
 import { FULL_KEYSPACE, ReplicaRing, slowLink, type RingReplica, type Snapshot } from "./replicas.ts";
 
@@ -69,10 +70,10 @@ class Watcher {
     if (!this.measuring || this.ring === undefined) return;
     const share = ratio(complement(this.ring.covered()));
     const gap = this.#gap;
-    if (share > 0 && gap === undefined) this.#gap = { since: Date.now(), step: this.step, share };
+    if (share > 0 && gap === undefined) this.#gap = { since: clusterClock.now(), step: this.step, share };
     else if (share > 0 && gap !== undefined) gap.share = Math.max(gap.share, share);
     else if (share === 0 && gap !== undefined) {
-      this.gaps.push({ step: gap.step, ms: Date.now() - gap.since, share: gap.share });
+      this.gaps.push({ step: gap.step, ms: clusterClock.now() - gap.since, share: gap.share });
       this.#gap = undefined;
     }
   }
@@ -141,7 +142,7 @@ t.test("exclusive, real proxies and informers: 1→2→3→4→3→2 under churn
   const churn = startChurn(ring.env.api, { ratePerSec: 50, namespaces: NAMESPACES });
   w.measuring = true;
   const stopSampling = ring.sampleEvery(100, w.sample);
-  const startedAt = Date.now();
+  const startedAt = clusterClock.now();
   const perStep: string[] = [];
   for (const [name, act, want] of [
     ["1→2", () => ring.add("web-1"), ["web-0", "web-1"]],
@@ -151,11 +152,11 @@ t.test("exclusive, real proxies and informers: 1→2→3→4→3→2 under churn
     ["3→2", () => ring.leave("web-2"), ["web-0", "web-1"]],
   ] as const) {
     w.step = name;
-    const t0 = Date.now();
+    const t0 = clusterClock.now();
     const lists0 = ring.podLists();
     await act();
     await ring.settled([...want]);
-    perStep.push(`${name}: ${Date.now() - t0} ms, ${ring.podLists() - lists0} pod LISTs`);
+    perStep.push(`${name}: ${clusterClock.now() - t0} ms, ${ring.podLists() - lists0} pod LISTs`);
   }
   // settled() waits for the members' ranges, not for their informers: the
   // last step's gainers may still be relisting. Keep sampling until every
@@ -164,7 +165,7 @@ t.test("exclusive, real proxies and informers: 1→2→3→4→3→2 under churn
   await until("exact caches", () => ring.cachesExact(), 15_000).catch(() => undefined);
   stopSampling();
   w.measuring = false;
-  const gracefulMs = Date.now() - startedAt;
+  const gracefulMs = clusterClock.now() - startedAt;
   const ops = await churn.stop();
   await until("exact caches", () => ring.cachesExact(), 15_000).catch(() => undefined);
 

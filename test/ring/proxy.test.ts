@@ -1,6 +1,7 @@
 import t from "tap";
 import { equal, union, type Range } from "../../src/shard/range.ts";
 import { startChurn } from "../support/cluster.ts";
+import { clusterClock } from "../support/wait.ts";
 import { TIMINGS, until } from "./harness.ts";
 import { FULL_KEYSPACE, ReplicaRing, type Snapshot } from "./replicas.ts";
 
@@ -55,10 +56,10 @@ t.test("real proxies and informers: 1→2→3→4→3→2 under churn, then a SI
   const gracefulMisses = missing.length;
   const gracefulUncovered = uncoveredSamples;
   // SIGKILL: the member stops renewing and its proxy vanishes, with no goodbye.
-  const killedAt = Date.now();
+  const killedAt = clusterClock.now();
   await ring.kill("web-1");
   await ring.settled(["web-0"]);
-  const recoveredMs = Date.now() - killedAt;
+  const recoveredMs = clusterClock.now() - killedAt;
   stopSampling();
   t.comment(`after SIGKILL of web-1 the survivor owned the keyspace again after ${recoveredMs} ms (lease ${TIMINGS.leaseDurationSeconds} s + one relist)`);
   // "One relist" of 2,500 pods through a proxy takes well under a second on an

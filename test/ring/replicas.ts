@@ -10,7 +10,6 @@ import { connect, createServer, type Socket } from "node:net";
 import type { Test } from "tap";
 import { seedPods } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
-import { silentLogger } from "../../src/log.ts";
 import { equal, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
@@ -18,7 +17,8 @@ import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
 import { RingMember } from "../../src/ring/member.ts";
 import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
 import { cacheContents, expectedShard } from "../support/cluster.ts";
-import { memberClient, NS, RingEnv, TIMINGS, until } from "./harness.ts";
+import { clusterClock } from "../support/wait.ts";
+import { memberClient, NS, ringTestLog, RingEnv, TIMINGS, until } from "./harness.ts";
 
 export const FULL_KEYSPACE: readonly Range[] = [{ start: 0n, end: 1n << 64n }];
 
@@ -60,7 +60,7 @@ export class ReplicaRing {
   readonly #resources: readonly ShardedResource[] = parseResources("pods");
   readonly #onReplica: ((name: string, r: RingReplica) => void) | undefined;
   readonly #filtering: ((member: RingMember) => ProxyFiltering) | undefined;
-  readonly #samplers = new Set<NodeJS.Timeout>();
+  readonly #samplers = new Set<() => void>();
 
   private constructor(env: RingEnv, opts: ReplicaRingOptions) {
     this.env = env;
@@ -84,9 +84,10 @@ export class ReplicaRing {
    * the member always talks to devapi directly.
    */
   async add(name: string, opts: { upstreamUrl?: string } = {}): Promise<void> {
-    const member = new RingMember({ client: memberClient(this.env.api.url), namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, log: silentLogger() });
+    const log = ringTestLog(name);
+    const member = new RingMember({ client: memberClient(this.env.api.url), namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, clock: clusterClock, log });
     const filtering = this.#filtering?.(member);
-    const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: silentLogger(), ...(filtering === undefined ? {} : { filtering }) });
+    const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: log, ...(filtering === undefined ? {} : { filtering }) });
     const r = { member, replica };
     this.replicas.set(name, r);
     this.#onReplica?.(name, r);
@@ -149,16 +150,16 @@ export class ReplicaRing {
     const store = new Set(this.env.api.store.list({ group: "", version: "v1", resource: "pods" }).map((o) => `${o.metadata?.namespace}/${o.metadata?.name}@${o.metadata?.uid}`));
     const caches = new Map<string, Set<string>>();
     for (const [name, { replica }] of this.replicas) caches.set(name, cacheContents(replica));
-    return { at: Date.now(), store, caches, covered: this.covered() };
+    return { at: clusterClock.now(), store, caches, covered: this.covered() };
   }
 
   /** Calls `fn` with a snapshot every `everyMs` until the returned function is called (or the ring stops). */
   sampleEvery(everyMs: number, fn: (s: Snapshot) => void): () => void {
-    const timer = setInterval(() => fn(this.snapshot()), everyMs);
-    this.#samplers.add(timer);
+    const stop = clusterClock.every(everyMs, () => fn(this.snapshot()));
+    this.#samplers.add(stop);
     return () => {
-      clearInterval(timer);
-      this.#samplers.delete(timer);
+      stop();
+      this.#samplers.delete(stop);
     };
   }
 
@@ -180,7 +181,7 @@ export class ReplicaRing {
   }
 
   async stop(): Promise<void> {
-    for (const timer of this.#samplers) clearInterval(timer);
+    for (const stop of this.#samplers) stop();
     this.#samplers.clear();
     for (const { member, replica } of this.replicas.values()) {
       member.halt();
