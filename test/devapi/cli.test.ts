@@ -2,6 +2,7 @@ import t from "tap";
 import { Writable } from "node:stream";
 import { main } from "../../src/cli/main.ts";
 import type { CommandIO } from "../../src/cli/command.ts";
+import { until } from "../support/wait.ts";
 
 function io(signal: AbortSignal = new AbortController().signal): CommandIO & { out: () => string; err: () => string } {
   let out = "";
@@ -58,8 +59,7 @@ t.test("runs until the signal aborts, serving seeded pods at the printed URL", a
   const ac = new AbortController();
   const x = io(ac.signal);
   const done = main(["devapi", "--port", "0", "--gate", "mixed", "--seed-pods", "30", "--namespaces", "3", "--log-level", "silent"], x);
-  const deadline = Date.now() + 10_000;
-  while (!x.out().includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await until("the printed URL", () => x.out().includes("\n"));
   const url = x.out().trim();
   t.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
   const body = (await (await fetch(`${url}/api/v1/pods`)).json()) as { items: unknown[] };

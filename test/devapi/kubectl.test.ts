@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { seedPods, type DevApi } from "../../src/devapi/index.ts";
 import { withApi } from "./helpers.ts";
+import { eventually } from "../support/wait.ts";
 
 const KUBECTL = "/usr/bin/kubectl";
 
@@ -100,15 +101,10 @@ t.test("kubectl get pods -A --watch sees new pods", { skip: existsSync(KUBECTL) 
   let out = "";
   child.stdout.on("data", (c: Buffer) => (out += c.toString()));
   child.stderr.on("data", (c: Buffer) => (out += c.toString()));
-  const wait = async (re: RegExp): Promise<boolean> => {
-    const deadline = Date.now() + 20_000;
-    while (!re.test(out) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    return re.test(out);
-  };
+  const wait = (re: RegExp): Promise<boolean> => eventually(() => re.test(out), 120_000);
   t.ok(await wait(/pod-00002/), "the initial list");
-  const until = Date.now() + 10_000;
-  while (api.stats.openWatches === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-  t.equal(api.stats.openWatches, 1, "kubectl's watch is open");
+  t.ok(await eventually(() => api.stats.openWatches > 0), "kubectl's watch opened");
+  t.equal(api.stats.openWatches, 1, "one watch");
   api.store.create("pods", { metadata: { name: "late-arrival", namespace: "alpha" }, spec: { containers: [{ name: "c", image: "x" }] } });
   t.ok(await wait(/alpha\s+late-arrival\s+0\/1/), `the watched pod is printed:\n${out}`);
   child.kill("SIGKILL");

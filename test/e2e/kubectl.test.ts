@@ -61,7 +61,7 @@ for (const gate of ["on", "off"] as const) {
     let out = "";
     child.stdout.on("data", (b: Buffer) => (out += b.toString()));
     const lines = (): string[][] => out.trim().split("\n").filter((l) => l.trim() !== "").map((l) => l.trim().split(/\s+/));
-    t.ok(await eventually(() => lines().length >= expected.length, 10_000), "initial list arrived");
+    t.ok(await eventually(() => lines().length >= expected.length), "initial list arrived");
     const created: string[] = [];
     for (let i = 0; i < 40; i++) {
       const o = api.store.create("pods", { metadata: { name: `late-${i}`, namespace: "ns-0" }, spec: { containers: [{ name: "c", image: "x" }] } });
@@ -69,9 +69,17 @@ for (const gate of ["on", "off"] as const) {
     }
     const wantNew = created.filter((k) => inShard(...(k.split("/") as [string, string])));
     t.ok(wantNew.length > 0 && wantNew.length < created.length, "some new pods are in the shard and some are not");
+    // Then in-shard sentinels until one lands: kubectl prints events in
+    // order, so once the last sentinel shows, every earlier event has been
+    // printed or dropped, out-of-shard ones included.
+    let sentinel = "";
+    for (let i = 0; sentinel === "" || !inShard(...(sentinel.split("/") as [string, string])); i++) {
+      const o = api.store.create("pods", { metadata: { name: `sentinel-${i}`, namespace: "ns-0" }, spec: { containers: [{ name: "c", image: "x" }] } });
+      sentinel = `${o.metadata?.namespace}/${o.metadata?.name}`;
+    }
     const seen = (): Set<string> => new Set(lines().map((c) => `${c[0]}/${c[1]}`));
-    t.ok(await eventually(() => wantNew.every((k) => seen().has(k)), 10_000), "every new in-shard pod appeared");
-    await new Promise((r) => setTimeout(r, 300));
+    t.ok(await eventually(() => seen().has(sentinel)), "the sentinel appeared");
+    t.same(wantNew.filter((k) => !seen().has(k)), [], "every new in-shard pod appeared before it");
     const outside = [...seen()].filter((k) => !inShard(...(k.split("/") as [string, string])));
     t.same(outside, [], "no out-of-shard pod was ever shown");
   });
