@@ -18,6 +18,8 @@ for (const target of ["/api/v1/pods?watch=true", "/api/v1/services?watch=true", 
     const api = await startDevApi({ gate: "off" });
     seedPods(api, { count: 200, namespaces: 2 });
     api.registerResource({ group: "", version: "v1", resource: "services", kind: "Service", namespaced: true });
+    // A service too, so that every one of these watches has initial events to stream.
+    api.store.create({ group: "", version: "v1", resource: "services" }, { metadata: { name: "web", namespace: "ns-0" }, spec: { ports: [{ port: 80 }] } });
     const proxy = await startProxy({
       listen: { host: "127.0.0.1", port: 0 },
       upstream: makeUpstream(api.url),
@@ -39,11 +41,11 @@ for (const target of ["/api/v1/pods?watch=true", "/api/v1/services?watch=true", 
     });
     req.on("error", () => undefined);
     req.end();
-    t.ok(await eventually(() => api.stats.openWatches === 1, 5000), "the watch is open upstream");
-    await new Promise((r) => setTimeout(r, 200));
+    t.ok(await eventually(() => api.stats.openWatches === 1), "the watch is open upstream");
+    t.ok(await eventually(() => bytes > 0), "the client is mid-stream: events arrived");
     // Vanish without a goodbye, mid-stream.
     req.destroy();
-    t.ok(bytes >= 0, `client read ${bytes} bytes before leaving`);
-    t.ok(await eventually(() => api.stats.openWatches === 0, 5000), "devapi has no open watch left");
+    t.comment(`the client read ${bytes} bytes before leaving`);
+    t.ok(await eventually(() => api.stats.openWatches === 0), "devapi has no open watch left");
   });
 }

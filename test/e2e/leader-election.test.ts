@@ -15,6 +15,7 @@ import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
 import { startElector, type Elector } from "../support/elector.ts";
+import { until } from "../support/wait.ts";
 
 for (const renamed of [true, false]) {
   t.test(renamed ? "with leader-election renaming every replica leads its own shard's lock" : "without it only one replica leads", async (t) => {
@@ -42,7 +43,9 @@ for (const renamed of [true, false]) {
       closers.push(() => proxy.close());
       electors.push(startElector(kubeConfigFor(proxy.url, `ctl-${i}`, ca.certPem), { namespace: "team-a", lock: "demo-lock", identity: `replica-${i}`, leaseSeconds: 15, retryMs: 100 }));
     }
-    await new Promise((r) => setTimeout(r, 1500));
+    // Two attempts each: by its second, every elector has seen the lock it
+    // competes for held (by itself or another), however slowly it started.
+    await until("every elector's second attempt", () => electors.every((e) => e.attempts() >= 2));
     const leaders = electors.filter((e) => e.isLeader()).map((e) => e.identity);
     const leases = api.store.list("leases.coordination.k8s.io", { namespace: "team-a" }).map((l) => [l.metadata?.name, (l["spec"] as { holderIdentity?: string }).holderIdentity]);
     if (renamed) {

@@ -120,12 +120,9 @@ t.test("an unmodified in-cluster client behind the injected sidecar sees exactly
   t.teardown(() => {
     child.kill("SIGTERM");
   });
-  let readyz = 0;
-  for (let i = 0; i < 150 && readyz !== 200; i++) {
-    readyz = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.status, () => 0);
-    if (readyz !== 200) await new Promise((r) => setTimeout(r, 100));
-  }
-  t.equal(readyz, 200, `the sidecar reports ready once the files exist ${stderr}`);
+  // A process start under load: the guard is generous, it only names what never happened.
+  const ready = await eventually(async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.status, () => 0)) === 200, 120_000, 100);
+  t.ok(ready, `the sidecar reports ready once the files exist ${stderr}`);
   t.equal(readFileSync(join(shared, "token"), "utf8"), "sa-token-1", "the app's token is the real one");
   t.match(readFileSync(join(shared, "ca.crt"), "utf8"), clusterCa.certPem.trim(), "ca.crt bundles the cluster CA (after the pod CA)");
 

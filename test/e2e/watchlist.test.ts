@@ -63,7 +63,7 @@ for (const gate of ["on", "off", "mixed"] as GateMode[]) {
     });
     t.ok(await eventually(() => synced, 10_000), "the initial-events-end bookmark arrived");
     const churn = startChurn(api, { ratePerSec: 150, namespaces: ["alpha", "beta", "gamma"], seed: 3 });
-    await new Promise((r) => setTimeout(r, 1500));
+    await churn.reached(225);
     await churn.stop();
     const want = (): Set<string> => new Set([...expectedShard(api, mine, "uid")].map((k) => k.split("@")[0] ?? ""));
     const exact = (): boolean => {

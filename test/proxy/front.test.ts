@@ -24,7 +24,7 @@ import { makeUpstream, type Upstream } from "../../src/proxy/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { eventually } from "../support/eventually.ts";
+import { eventually } from "../support/wait.ts";
 import { exchange, parseResponses, type ParsedResponse } from "../support/fuzz/raw-http.ts";
 
 const OWNED = [shardRange(0, 4)];

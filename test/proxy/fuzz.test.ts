@@ -27,7 +27,7 @@ import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
-import { eventually } from "../support/eventually.ts";
+import { eventually } from "../support/wait.ts";
 import { exchange, type Endpoint } from "../support/fuzz/raw-http.ts";
 import { Random } from "../support/fuzz/random.ts";
 import { formatFinding, fuzzSettings, runFuzz, summaryLine, type FuzzCase } from "../support/fuzz/runner.ts";

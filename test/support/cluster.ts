@@ -69,11 +69,20 @@ export function cacheContents(replica: Replica): Set<string> {
   return new Set(replica.informer.list().map((o) => `${o.metadata?.namespace}/${o.metadata?.name}@${o.metadata?.uid}`));
 }
 
+export interface Churn {
+  /** The writes made so far. */
+  ops(): number;
+  /** Resolves once `writes` writes were made in all (count them, not seconds: a loaded machine makes fewer per second). */
+  reached(writes: number): Promise<void>;
+  /** Stops writing; resolves with the number of writes made. */
+  stop(): Promise<number>;
+}
+
 /**
  * Creates, updates and deletes pods through the store at about `ratePerSec`
  * until `stop()`. Deterministic for a given seed.
  */
-export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number; prefix?: string }): { ops(): number; stop(): Promise<number> } {
+export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number; prefix?: string }): Churn {
   let seed = opts.seed ?? 1;
   const rnd = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
   let n = 0;
@@ -81,6 +90,7 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
   // A local index of live pods: listing the store per write would dominate.
   const live: Array<[string | undefined, string]> = api.store.list("pods").map((o) => [o.metadata?.namespace, o.metadata?.name ?? ""]);
   const tick = 20;
+  const waiting: Array<{ writes: number; done: () => void }> = [];
   // Paced by the clock, not by the timer: on a loaded machine a 20 ms timer
   // fires late, and counting ticks would quietly halve the rate.
   const t0 = performance.now();
@@ -103,9 +113,16 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
         }
       }
     }
+    for (const w of waiting.filter((x) => ops >= x.writes)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.done();
+    }
   }, tick);
   return {
     ops: () => ops,
+    reached(writes) {
+      return ops >= writes ? Promise.resolve() : new Promise((done) => waiting.push({ writes, done }));
+    },
     stop() {
       clearInterval(timer);
       return Promise.resolve(ops);
@@ -113,5 +130,4 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
   };
 }
 
-// Re-exported from its own module: importing this one loads client-node.
-export { eventually } from "./eventually.ts";
+export { eventually } from "./wait.ts";

@@ -10,6 +10,8 @@ import { CoordinationV1Api, type KubeConfig, type V1Lease } from "@kubernetes/cl
 export interface Elector {
   readonly identity: string;
   isLeader(): boolean;
+  /** Acquire-or-renew attempts completed (won, lost or failed). */
+  attempts(): number;
   stop(): void;
 }
 
@@ -17,6 +19,7 @@ export function startElector(kc: KubeConfig, opts: { namespace: string; lock: st
   const api = kc.makeApiClient(CoordinationV1Api);
   let leader = false;
   let stopped = false;
+  let attempts = 0;
   const micro = (d: Date): Date => d;
   const tryAcquireOrRenew = async (): Promise<void> => {
     const now = new Date();
@@ -50,6 +53,7 @@ export function startElector(kc: KubeConfig, opts: { namespace: string; lock: st
         // A 409 means someone else wrote first; like client-go, just retry.
         leader = false;
       }
+      attempts++;
       await new Promise((r) => setTimeout(r, opts.retryMs));
     }
   };
@@ -57,6 +61,7 @@ export function startElector(kc: KubeConfig, opts: { namespace: string; lock: st
   return {
     identity: opts.identity,
     isLeader: () => leader,
+    attempts: () => attempts,
     stop: () => {
       stopped = true;
     },
