@@ -20,7 +20,6 @@ t.test("hash --for-object prints uid, hash, the range of N and the ring member t
   ring.startCoordinator();
   for (const m of ["web-0", "web-1"]) await ring.add(m);
   await ring.settled(["web-0", "web-1"]);
-  await new Promise((r) => setTimeout(r, 700));
   const pod = api.store.list("pods")[7];
   const uid = pod?.metadata?.uid ?? "";
   const h = fnv1a64(uid);

@@ -14,6 +14,8 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { runCli } from "../support/cli.ts";
 import { silentLogger } from "../../src/log.ts";
 import { runCoordinator, RingMember, RING_GROUP, RING_VERSION } from "../../src/ring/index.ts";
+import { memberLeaseName, SLOTS_ANNOTATION } from "../../src/ring/names.ts";
+import { until } from "../support/wait.ts";
 
 export interface AccessSpec {
   readonly user?: string;
@@ -199,19 +201,26 @@ export class TestRing {
     this.members.delete(name);
   }
 
-  /** Waits for a committed table of exactly `names`, nothing pending, every member on it. */
-  async settled(names: readonly string[], timeoutMs = 15_000): Promise<void> {
+  #status(): { committed?: { generation: number; members: { name: string; slots: string }[] }; pending?: unknown } | undefined {
+    return this.api.store.get({ group: RING_GROUP, version: RING_VERSION, resource: "shardrings" }, this.namespace, this.ring)?.status as
+      | { committed?: { generation: number; members: { name: string; slots: string }[] }; pending?: unknown }
+      | undefined;
+  }
+
+  /**
+   * Waits for a committed table of exactly `names`, nothing pending, every
+   * member on it, and every member's Lease showing its committed slots (a
+   * member writes them at its next renewal; the audit reads them there).
+   */
+  async settled(names: readonly string[]): Promise<void> {
     const want = [...names].sort().join(",");
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const st = this.api.store.get({ group: RING_GROUP, version: RING_VERSION, resource: "shardrings" }, this.namespace, this.ring)?.status as
-        | { committed?: { generation: number; members: { name: string }[] }; pending?: unknown }
-        | undefined;
+    await until(`ring ${this.ring} settled on [${want}] with its Leases up to date`, () => {
+      const st = this.#status();
       const committed = st?.committed;
-      if (committed !== undefined && st?.pending === undefined && committed.members.map((m) => m.name).sort().join(",") === want && [...this.members.values()].every((m) => m.current().generation === committed.generation)) return;
-      if (Date.now() > end) throw new Error(`ring ${this.ring} did not settle on [${want}] within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      if (committed === undefined || st?.pending !== undefined || committed.members.map((m) => m.name).sort().join(",") !== want) return false;
+      if (![...this.members.values()].every((m) => m.current().generation === committed.generation)) return false;
+      return committed.members.every((m) => this.api.store.get("leases.coordination.k8s.io", this.namespace, memberLeaseName(this.ring, m.name))?.metadata?.annotations?.[SLOTS_ANNOTATION] === m.slots);
+    });
   }
 
   async stop(): Promise<void> {

@@ -11,6 +11,7 @@ import { silentLogger } from "../../src/log.ts";
 import { startInjectedMode, type InjectedMode, type InjectedModeOptions } from "../../src/proxy/injected/index.ts";
 import { POD_TLS_DIR } from "../../src/proxy/injected/pod-tls.ts";
 import { createLocalCa, isSignedBy, splitPemBundle } from "../../src/webhook/pki.ts";
+import { until } from "../support/wait.ts";
 
 const CLUSTER_CA = (await createLocalCa("kubernetes", new Date(), 3600_000)).certPem;
 
@@ -80,13 +81,6 @@ async function fixture(t: { teardown(fn: () => unknown): void }, opts: { writeRe
   };
 }
 
-async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 const read = (dir: string, f: string): Promise<string> => readFile(join(dir, f), "utf8");
 

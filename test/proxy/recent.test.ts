@@ -7,7 +7,7 @@ import t from "tap";
 import { RecentKeys, RecordingMatcher } from "../../src/proxy/recent.ts";
 import { fnv1a64, fnv1a64Into } from "../../src/shard/hash.ts";
 import { contains, split } from "../../src/shard/range.ts";
-import { startCluster } from "../support/cluster.ts";
+import { eventually, startCluster } from "../support/cluster.ts";
 
 t.test("RecentKeys forgets the oldest key once full, and counts repeats", async (t) => {
   const r = new RecentKeys(3);
@@ -49,11 +49,6 @@ t.test("/debug/shardcar?key= says which replica's watch delivered a new pod", as
     const body = (await res.json()) as { key?: string; delivered?: Record<string, boolean> };
     return body.delivered?.["pods"];
   };
-  let seen = false;
-  for (let i = 0; i < 100 && !seen; i++) {
-    seen = (await ask(owner)) === true;
-    if (!seen) await new Promise((r) => setTimeout(r, 50));
-  }
-  t.ok(seen, `the owner (replica ${owner}) delivered it`);
+  t.ok(await eventually(async () => (await ask(owner)) === true), `the owner (replica ${owner}) delivered it`);
   t.equal(await ask(1 - owner), false, "the other replica did not");
 });

@@ -27,6 +27,7 @@ import {
   type WebhookSecretData,
 } from "../../src/webhook/certs.ts";
 import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../../src/webhook/pki.ts";
+import { eventually } from "../support/wait.ts";
 
 const DAY = 24 * 3600_000;
 const NOW = new Date("2026-11-30T12:00:00Z");
@@ -250,8 +251,7 @@ t.test("watchCertificates retries the first load, then reports each change once,
   const changes: string[] = [];
   const first = await watchCertificates({ source, intervalMs: 5, retryMs: 5, logger: silentLogger(), signal: ac.signal, onChange: (tls) => changes.push(tls.cert) });
   t.equal(first.cert, a["tls.crt"]);
-  const deadline = Date.now() + 2000;
-  while (changes.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await eventually(() => changes.length > 0);
   t.same(changes, [b["tls.crt"]], "one change, for the new certificate only");
   ac.abort();
   const after = calls;

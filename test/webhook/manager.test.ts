@@ -15,6 +15,7 @@ import { main } from "../../src/cli/main.ts";
 import { issueWebhookCertificates, webhookDnsNames } from "../../src/webhook/certs.ts";
 import { captureIo, type CapturedIo } from "../support/cli.ts";
 import { reviewFor } from "./support.ts";
+import { eventually } from "../support/wait.ts";
 
 const io = (signal?: AbortSignal): CapturedIo => captureIo(signal);
 
@@ -64,16 +65,15 @@ t.test("cert-manager mode: starts from the mounted certificate, admits a pod ove
   const ac = new AbortController();
   const c = io(ac.signal);
   const exit = main(["manager", "--image", "ghcr.io/shardcar/shardcar:0.1.0", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--no-rings", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn"], c.io);
-  const deadline = Date.now() + 5000;
-  let port: number | undefined;
-  let metricsPort: number | undefined;
-  while ((port === undefined || metricsPort === undefined) && Date.now() < deadline) {
-    const m = /serving the webhook on https:\/\/127\.0\.0\.1:(\d+)/.exec(c.out());
-    const mm = /metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(c.out());
-    if (m) port = Number(m[1]);
-    if (mm) metricsPort = Number(mm[1]);
-    if (port === undefined || metricsPort === undefined) await new Promise((r) => setTimeout(r, 10));
-  }
+  const served = (re: RegExp): number | undefined => {
+    const m = re.exec(c.out());
+    return m ? Number(m[1]) : undefined;
+  };
+  const webhookLine = /serving the webhook on https:\/\/127\.0\.0\.1:(\d+)/;
+  const metricsLine = /metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/;
+  await eventually(() => served(webhookLine) !== undefined && served(metricsLine) !== undefined);
+  const port = served(webhookLine);
+  const metricsPort = served(metricsLine);
   if (port === undefined || metricsPort === undefined) {
     t.fail(`manager did not start: ${c.out()} ${c.err()}`);
     ac.abort();
