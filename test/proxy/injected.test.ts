@@ -198,7 +198,7 @@ t.test("a shared file deleted under the sidecar is written again", async (t) => 
   await f.start();
   await unlink(join(f.shared, "namespace"));
   await until("namespace restored", async () => (await read(f.shared, "namespace").catch(() => "")) === "controllers");
-  t.pass();
+  t.equal(await read(f.shared, "namespace"), "controllers", "written again, with its content");
 });
 
 t.test("writes a kubeconfig only when asked, pointing at the proxy with app-side paths and a token file", async (t) => {

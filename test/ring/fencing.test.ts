@@ -1,7 +1,7 @@
 import t from "tap";
 import { FENCED_PREFIX, memberLeaseName } from "../../src/ring/names.ts";
 import { equal } from "../../src/shard/range.ts";
-import { clusterClock } from "../support/wait.ts";
+import { clusterClock, eventually } from "../support/wait.ts";
 import { LEASE_REF, Link, memberClient, NS, RingEnv, TIMINGS, until } from "./harness.ts";
 
 t.test("exclusive: a partitioned member fences itself before the leader hands its slots on, so no slot is served twice", async (t) => {
@@ -63,8 +63,8 @@ t.test("a member whose Lease is taken over enforces nothing at once, then rejoin
   if (lease === undefined) throw new Error("no lease");
   env.api.store.update(LEASE_REF, { ...lease, spec: { ...(lease["spec"] as object), holderIdentity: `${FENCED_PREFIX}someone-else` } });
 
-  await until("web-1 to fence itself", () => seen.includes(0), TIMINGS.retryPeriodMs * 3 + 500);
-  t.pass("it narrowed to nothing at its next renewal");
+  const fenced = await eventually(() => seen.includes(0), TIMINGS.retryPeriodMs * 3 + 500);
+  t.ok(fenced, "it narrowed to nothing at its next renewal");
   await env.settled(["web-0", "web-1"], 10_000);
   const spec = env.api.store.get(LEASE_REF, NS, name)?.["spec"] as { holderIdentity?: string } | undefined;
   t.equal(spec?.holderIdentity, before, "it holds its Lease again, under its own identity");
