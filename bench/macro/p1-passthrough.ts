@@ -17,13 +17,23 @@
  * reported. Each rate runs twice per path, alternating which goes first;
  * the better round of each path is kept.
  *
+ * The CPU time each server process spends per request is measured in the
+ * same rounds (from /proc). The quick (CI) run judges P1 on that: the
+ * proxy's CPU per GET at 1,000 req/s against the same 0.3 ms. On a shared
+ * 2-core machine a short latency run measures the neighbours (a quick run
+ * at a load of 24 read a p50 of 241 ms straight to devapi), while the CPU a
+ * request costs the proxy is the proxy's; on an idle machine the added
+ * latency is that CPU time plus one loopback hop. The full run judges the
+ * latency itself. (A regression that adds waiting without CPU, a timer or a
+ * buffered write, shows in the full run only.)
+ *
  * Usage: node bench/macro/p1-passthrough.ts [--quick]
  *   P1_DURATION_MS, P1_ROUNDS, P1_CONNECTIONS override the run length,
  *   rounds and closed-loop connections.
  */
 import type { Bench, BenchResult } from "../lib.ts";
 import type { MaxResult, RateResult } from "../support/loadgen.ts";
-import { ask, CLI, forkTs, start, stopAll, type Child } from "../support/proc.ts";
+import { ask, CLI, cpuMsOf, forkTs, start, stopAll, type Child } from "../support/proc.ts";
 
 const KINDS = {
   get: { label: "GET one pod", path: "/api/v1/namespaces/ns-0/pods/pod-00000" },
@@ -55,7 +65,7 @@ export const bench: Bench = async ({ quick }) => {
   const warmupMs = quick ? 300 : 500;
   const rounds = envInt("P1_ROUNDS", 2);
   const connections = envInt("P1_CONNECTIONS", 32);
-  const { direct, proxied } = await startStack();
+  const { devapi, proxy, direct, proxied } = await startStack();
   const gen = forkTs("loadgen", new URL("../support/loadgen.ts", import.meta.url), []);
   try {
     await ask(gen, { type: "" }, "ready", 20_000);
@@ -66,12 +76,17 @@ export const bench: Bench = async ({ quick }) => {
         // Best of `rounds` per target, alternating which goes first, so a
         // burst of load from elsewhere on the machine hits both alike.
         const best: Record<"direct" | "proxy", RateResult | undefined> = { direct: undefined, proxy: undefined };
+        // CPU ms per request of the process serving each path (direct: devapi; proxied: the proxy alone).
+        const cpuPerRequest = { direct: Number.POSITIVE_INFINITY, proxy: Number.POSITIVE_INFINITY };
         for (let r = 0; r < rounds; r++) {
           const order: Array<"direct" | "proxy"> = r % 2 === 0 ? ["direct", "proxy"] : ["proxy", "direct"];
           for (const which of order) {
             const url = (which === "direct" ? direct : proxied) + path;
             const timeout = warmupMs + durationMs + 30_000;
+            const served = which === "direct" ? devapi : proxy;
+            const cpu0 = cpuMsOf(served.pid);
             const res = await ask<RateResult>(gen, { type: "rate", url, rate, durationMs, warmupMs }, "result", timeout);
+            cpuPerRequest[which] = Math.min(cpuPerRequest[which], (cpuMsOf(served.pid) - cpu0) / Math.max(1, res.sent));
             const prev = best[which];
             if (prev === undefined || res.p50 + res.p99 < prev.p50 + prev.p99) best[which] = res;
           }
@@ -81,10 +96,11 @@ export const bench: Bench = async ({ quick }) => {
         if (d === undefined || p === undefined) throw new Error("no P1 rounds ran");
         for (const q of ["p50", "p99", "p999"] as const) {
           const added = p[q] - d[q];
-          // Quick mode checks p50 only: its p99 comes from the 10 slowest of
-          // 1,000 requests, which on a shared CI machine measure the
-          // neighbours, not the proxy. Full runs check both.
-          const checked = rate === TARGET_RATE && kind === "get" && (q === "p50" || (q === "p99" && !quick));
+          // The full run checks p50 and p99; quick mode judges the CPU per
+          // request instead (see the header): its p99 comes from the 10
+          // slowest of 1,000 requests, and both percentiles of a 1 s run on
+          // a shared machine measure the neighbours, not the proxy.
+          const checked = !quick && rate === TARGET_RATE && kind === "get" && (q === "p50" || q === "p99");
           const limit = checked ? TARGET_ADDED_MS[q === "p99" ? "p99" : "p50"] : undefined;
           results.push({
             id: "P1",
@@ -107,6 +123,14 @@ export const bench: Bench = async ({ quick }) => {
             },
           });
         }
+        results.push({
+          id: "P1",
+          name: `${KINDS[kind].label} at ${rate} req/s: CPU time per request of the serving process`,
+          candidate: { label: "shardcar proxy process", value: round3(cpuPerRequest.proxy), unit: "ms" },
+          baseline: { label: "devapi process, direct", value: round3(cpuPerRequest.direct), unit: "ms" },
+          ratio: cpuPerRequest.direct / cpuPerRequest.proxy,
+          extra: { kind, rate, ...(quick && rate === TARGET_RATE && kind === "get" ? { targetMax: TARGET_ADDED_MS.p50 } : {}) },
+        });
       }
       // Maximum throughput: closed loop, same connections for both.
       const maxMs = quick ? 1000 : 3000;

@@ -20,9 +20,11 @@ import { promisify } from "node:util";
 import { createJsonListFilter } from "../../src/proxy/scan/json-list-filter.ts";
 import { HashMatcher } from "../../src/shard/range.ts";
 import { formatSelector, parseSelector } from "../../src/shard/selector.ts";
-import { bestThroughput, pumpToNull, sliceChunks } from "../../test/support/measure.ts";
+import { pumpToNull, sliceChunks } from "../../test/support/measure.ts";
 import { syntheticPodList } from "../../test/support/synthetic-pods.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { compare, spread } from "../support/compare.ts";
+import { candidateMatcher } from "../support/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const SENT = formatSelector(LOW);
@@ -91,41 +93,40 @@ async function measureRss(bytes: number, which: "filter" | "baseline"): Promise<
 
 export const bench: Bench = async ({ quick }) => {
   const bytes = quick ? 20 * MB : 200 * MB;
-  const minMs = quick ? 300 : 2000;
+  const roundMs = quick ? 150 : 1000;
+  const rounds = quick ? 5 : 7;
   const matcher = new HashMatcher(LOW.ranges);
+  const filterMatcher = candidateMatcher(LOW.ranges);
   const unfiltered = syntheticPodList(bytes, { seed: 7 });
   const chunks = sliceChunks(unfiltered, CHUNK);
 
   let kept = 0;
   let items = 0;
-  const runCandidate = (): Promise<number> =>
-    bestThroughput(unfiltered.length, minMs, async () => {
-      const f = createJsonListFilter({ matcher, key: "uid", sentSelector: SENT });
+  const filterPath = await compare(
+    async () => {
+      const f = createJsonListFilter({ matcher: filterMatcher, key: "uid", sentSelector: SENT });
       await pumpToNull(chunks, [f]);
       if (f.stats.path !== "filter") throw new Error("expected the filter path");
       kept = f.stats.kept;
       items = f.stats.items;
-    });
-  const runBaseline = (): Promise<number> => bestThroughput(unfiltered.length, minMs, () => pumpToNull(chunks, [new ParseFilterStringify(matcher)]));
-  // Two alternating rounds, best of each: a burst of load on the shared
-  // machine during one side's only window made a quick run read 2.83× where
-  // a quiet one reads 4.3×.
-  let candidate = 0;
-  let baseline = 0;
-  for (let pass = 0; pass < 2; pass++) {
-    candidate = Math.max(candidate, await runCandidate());
-    baseline = Math.max(baseline, await runBaseline());
-  }
+    },
+    () => pumpToNull(chunks, [new ParseFilterStringify(matcher)]),
+    { roundMs, rounds },
+  );
+  const mbps = (bytes: number, ms: number): number => bytes / MB / (ms / 1000);
 
   // Fast path: same pods, with the server's confirmation in the list metadata.
   const confirmed = syntheticPodList(quick ? 20 * MB : 100 * MB, { seed: 7, selector: SENT });
   const confirmedChunks = sliceChunks(confirmed, CHUNK);
-  const fast = await bestThroughput(confirmed.length, minMs, async () => {
-    const f = createJsonListFilter({ matcher, key: "uid", sentSelector: SENT });
-    await pumpToNull(confirmedChunks, [f]);
-    if (f.stats.path !== "fast") throw new Error("fast path not taken");
-  }, 5);
-  const pipe = await bestThroughput(confirmed.length, minMs, () => pumpToNull(confirmedChunks, [new PassThrough()]), 5);
+  const fastPath = await compare(
+    async () => {
+      const f = createJsonListFilter({ matcher: filterMatcher, key: "uid", sentSelector: SENT });
+      await pumpToNull(confirmedChunks, [f]);
+      if (f.stats.path !== "fast") throw new Error("fast path not taken");
+    },
+    () => pumpToNull(confirmedChunks, [new PassThrough()]),
+    { roundMs, rounds, runsPerRound: 5 },
+  );
 
   const rss = await measureRss(bytes, "filter");
   const baselineRss = await measureRss(bytes, "baseline");
@@ -135,11 +136,11 @@ export const bench: Bench = async ({ quick }) => {
     {
       id: "P3",
       name: "JSON LIST filter path vs JSON.parse+filter+JSON.stringify",
-      candidate: { label: "createJsonListFilter", value: round(candidate), unit: "MB/s" },
-      baseline: { label: "JSON.parse+filter+JSON.stringify", value: round(baseline), unit: "MB/s" },
-      ratio: candidate / baseline,
+      candidate: { label: "createJsonListFilter", value: round(mbps(unfiltered.length, filterPath.candidateMs)), unit: "MB/s" },
+      baseline: { label: "JSON.parse+filter+JSON.stringify", value: round(mbps(unfiltered.length, filterPath.baselineMs)), unit: "MB/s" },
+      ratio: filterPath.ratio,
       target: 4,
-      extra: { inputMB: round(unfiltered.length / MB), items, kept },
+      extra: { inputMB: round(unfiltered.length / MB), items, kept, ...spread(filterPath) },
     },
     {
       id: "P3-rss",
@@ -152,11 +153,11 @@ export const bench: Bench = async ({ quick }) => {
     {
       id: "P2",
       name: "JSON LIST fast path (shardInfo confirmed) vs a raw byte pipe",
-      candidate: { label: "createJsonListFilter (fast path)", value: round(fast), unit: "MB/s" },
-      baseline: { label: "PassThrough", value: round(pipe), unit: "MB/s" },
-      ratio: fast / pipe,
+      candidate: { label: "createJsonListFilter (fast path)", value: round(mbps(confirmed.length, fastPath.candidateMs)), unit: "MB/s" },
+      baseline: { label: "PassThrough", value: round(mbps(confirmed.length, fastPath.baselineMs)), unit: "MB/s" },
+      ratio: fastPath.ratio,
       target: 0.8,
-      extra: { inputMB: round(confirmed.length / MB) },
+      extra: { inputMB: round(confirmed.length / MB), ...spread(fastPath) },
     },
   ];
   return results;

@@ -7,8 +7,8 @@
  *   back to lines (target >= 4x).
  *
  * Input: realistic compact pod events from test/support/synthetic-pods, fed in
- * 64 KiB chunks; output to a null sink. Throughput is per second of CPU time
- * (see test/support/measure.ts).
+ * 64 KiB chunks; output to a null sink. Throughput is per second of CPU time,
+ * candidate and baseline in alternating rounds (bench/support/compare.ts).
  *
  * Usage: node bench/micro/json-watch-filter.bench.ts [--quick]
  */
@@ -17,9 +17,11 @@ import { Transform, type TransformCallback } from "node:stream";
 import { createJsonWatchFilter } from "../../src/proxy/scan/json-watch-filter.ts";
 import { HashMatcher } from "../../src/shard/range.ts";
 import { parseSelector } from "../../src/shard/selector.ts";
-import { bestThroughput, pumpToNull, sliceChunks } from "../../test/support/measure.ts";
+import { pumpToNull, sliceChunks } from "../../test/support/measure.ts";
 import { syntheticWatchStream } from "../../test/support/synthetic-pods.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { compare, spread } from "../support/compare.ts";
+import { candidateMatcher } from "../support/handicap.ts";
 
 // ndjson ships no types; these are the two entry points the baseline uses.
 const load = createRequire(import.meta.url);
@@ -47,22 +49,28 @@ function objectFilter(matcher: HashMatcher): Transform {
 
 export const bench: Bench = async ({ quick }) => {
   const bytes = quick ? 10 * MB : 100 * MB;
-  const minMs = quick ? 300 : 2000;
+  const roundMs = quick ? 150 : 1000;
   const matcher = new HashMatcher(LOW.ranges);
+  const filterMatcher = candidateMatcher(LOW.ranges);
   const stream = syntheticWatchStream(bytes, 3, { small: true });
   const chunks = sliceChunks(stream, CHUNK);
   const events = stream.toString("latin1").split("\n").length - 1;
 
   let passed = 0;
   let bookmarks = 0;
-  const candidate = await bestThroughput(stream.length, minMs, async () => {
-    const f = createJsonWatchFilter({ matcher, key: "uid", allowBookmarks: true, initialEvents: false });
-    await pumpToNull(chunks, [f]);
-    if (f.stats.errors > 0) throw new Error("the filter failed on valid input");
-    passed = f.stats.passed;
-    bookmarks = f.stats.syntheticBookmarks;
-  });
-  const baseline = await bestThroughput(stream.length, minMs, () => pumpToNull(chunks, [ndjson.parse({ strict: true }), objectFilter(matcher), ndjson.stringify()]));
+  const c = await compare(
+    async () => {
+      const f = createJsonWatchFilter({ matcher: filterMatcher, key: "uid", allowBookmarks: true, initialEvents: false });
+      await pumpToNull(chunks, [f]);
+      if (f.stats.errors > 0) throw new Error("the filter failed on valid input");
+      passed = f.stats.passed;
+      bookmarks = f.stats.syntheticBookmarks;
+    },
+    () => pumpToNull(chunks, [ndjson.parse({ strict: true }), objectFilter(matcher), ndjson.stringify()]),
+    { roundMs, rounds: quick ? 5 : 7 },
+  );
+  const candidate = stream.length / MB / (c.candidateMs / 1000);
+  const baseline = stream.length / MB / (c.baselineMs / 1000);
 
   const round = (n: number): number => Math.round(n * 10) / 10;
   const result: BenchResult = {
@@ -70,9 +78,10 @@ export const bench: Bench = async ({ quick }) => {
     name: "JSON WATCH filter vs ndjson split+JSON.parse+filter+stringify",
     candidate: { label: "createJsonWatchFilter", value: round(candidate), unit: "MB/s" },
     baseline: { label: "ndjson.parse+filter+ndjson.stringify", value: round(baseline), unit: "MB/s" },
-    ratio: candidate / baseline,
+    ratio: c.ratio,
     target: 4,
     extra: {
+      ...spread(c),
       inputMB: round(stream.length / MB),
       events,
       avgEventBytes: Math.round(stream.length / events),

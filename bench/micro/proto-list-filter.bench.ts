@@ -7,7 +7,8 @@
  *
  * Input: realistic pods (2-6 KB) encoded with protobufjs from the upstream
  * .proto, fed in 64 KiB chunks as a socket would deliver them; output goes
- * to a null sink.
+ * to a null sink. CPU time, candidate and baseline in alternating rounds
+ * (bench/support/compare.ts).
  *
  * Usage: node bench/micro/proto-list-filter.bench.ts [--quick]
  */
@@ -19,53 +20,34 @@ import { decodeEnvelope, encodeEnvelope, loadK8sProto } from "../../test/support
 import { podListBody } from "../../test/support/proto/pods.ts";
 import { chunksOf, runToNull } from "../../test/support/proto/run.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { compare, spread } from "../support/compare.ts";
+import { candidateMatcher } from "../support/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const SENT = formatSelector(LOW);
 /** What a kernel socket read typically hands over. */
 const CHUNK = 64 * 1024;
 
-/**
- * Throughput in MB/s of `bytes` input: warm up for half of `minMs`, then run
- * for at least `minMs` (and 3 runs) and keep the fastest run. On a shared
- * machine the fastest run is the one least disturbed by other work.
- */
-async function throughput(bytes: number, minMs: number, fn: () => Promise<void> | void): Promise<number> {
-  const warm = performance.now() + minMs / 2;
-  do await fn();
-  while (performance.now() < warm);
-  let best = Number.POSITIVE_INFINITY;
-  let runs = 0;
-  const end = performance.now() + minMs;
-  do {
-    const t0 = performance.now();
-    await fn();
-    best = Math.min(best, performance.now() - t0);
-    runs++;
-  } while (performance.now() < end || runs < 3);
-  return bytes / 1e6 / (best / 1000);
-}
-
 export const bench: Bench = async ({ quick }) => {
   const pb = loadK8sProto();
   const pods = quick ? 2_000 : 20_000;
-  const minMs = quick ? 300 : 2000;
+  const roundMs = quick ? 150 : 1000;
+  const rounds = quick ? 5 : 7;
   const matcher = new HashMatcher(LOW.ranges);
+  const filterMatcher = candidateMatcher(LOW.ranges);
   const unfiltered = podListBody(pb, pods, { continue: "eyJydiI6MX0", remainingItemCount: 1234 });
   const confirmed = podListBody(pb, pods / 2, { shardSelector: SENT });
   const chunks = [...chunksOf(unfiltered, CHUNK)];
   const confirmedChunks = [...chunksOf(confirmed, CHUNK)];
 
   let kept = 0;
-  const candidate = await throughput(unfiltered.length, minMs, async () => {
-    const f = createProtoListFilter({ matcher, key: "uid", sentSelector: SENT });
+  const PodList = pb.type("PodList");
+  const filterPath = await compare(async () => {
+    const f = createProtoListFilter({ matcher: filterMatcher, key: "uid", sentSelector: SENT });
     const r = await runToNull(f, chunks);
     if (r.error !== undefined) throw r.error;
     kept = f.stats.kept;
-  });
-
-  const PodList = pb.type("PodList");
-  const baseline = await throughput(unfiltered.length, minMs, () => {
+  }, () => {
     // What a proxy without a wire scanner would do: decode it all, filter, encode.
     const body = Buffer.concat(chunks);
     const env = decodeEnvelope(pb, body);
@@ -74,36 +56,40 @@ export const bench: Bench = async ({ quick }) => {
     if (list.metadata !== undefined) delete list.metadata.remainingItemCount;
     const raw = PodList.encode(list).finish();
     encodeEnvelope(pb, env.apiVersion, env.kind, raw);
-  });
+  }, { roundMs, rounds });
 
-  const fast = await throughput(confirmed.length, minMs, async () => {
-    const f = createProtoListFilter({ matcher, key: "uid", sentSelector: SENT });
-    const r = await runToNull(f, confirmedChunks);
-    if (r.error !== undefined || f.stats.path !== "fast") throw new Error("fast path not taken");
-  });
-  const pipe = await throughput(confirmed.length, minMs, async () => {
-    const r = await runToNull(new PassThrough(), confirmedChunks);
-    if (r.error !== undefined) throw r.error;
-  });
+  const fastPath = await compare(
+    async () => {
+      const f = createProtoListFilter({ matcher: filterMatcher, key: "uid", sentSelector: SENT });
+      const r = await runToNull(f, confirmedChunks);
+      if (r.error !== undefined || f.stats.path !== "fast") throw new Error("fast path not taken");
+    },
+    async () => {
+      const r = await runToNull(new PassThrough(), confirmedChunks);
+      if (r.error !== undefined) throw r.error;
+    },
+    { roundMs, rounds, runsPerRound: 5 },
+  );
+  const mbps = (bytes: number, ms: number): number => Math.round((bytes / 1e6 / (ms / 1000)) * 10) / 10;
 
   const mb = (n: number): number => Math.round((n / 1e6) * 10) / 10;
   const results: BenchResult[] = [
     {
       id: "P3",
       name: "protobuf LIST filter path vs protobufjs decode+filter+encode",
-      candidate: { label: "createProtoListFilter", value: candidate, unit: "MB/s" },
-      baseline: { label: "protobufjs decode+filter+encode", value: baseline, unit: "MB/s" },
-      ratio: candidate / baseline,
-      extra: { inputMB: mb(unfiltered.length), pods, kept },
+      candidate: { label: "createProtoListFilter", value: mbps(unfiltered.length, filterPath.candidateMs), unit: "MB/s" },
+      baseline: { label: "protobufjs decode+filter+encode", value: mbps(unfiltered.length, filterPath.baselineMs), unit: "MB/s" },
+      ratio: filterPath.ratio,
+      extra: { inputMB: mb(unfiltered.length), pods, kept, ...spread(filterPath) },
     },
     {
       id: "P2",
       name: "protobuf LIST fast path (shardInfo confirmed) vs a raw byte pipe",
-      candidate: { label: "createProtoListFilter (fast path)", value: fast, unit: "MB/s" },
-      baseline: { label: "PassThrough", value: pipe, unit: "MB/s" },
-      ratio: fast / pipe,
+      candidate: { label: "createProtoListFilter (fast path)", value: mbps(confirmed.length, fastPath.candidateMs), unit: "MB/s" },
+      baseline: { label: "PassThrough", value: mbps(confirmed.length, fastPath.baselineMs), unit: "MB/s" },
+      ratio: fastPath.ratio,
       target: 0.8,
-      extra: { inputMB: mb(confirmed.length) },
+      extra: { inputMB: mb(confirmed.length), ...spread(fastPath) },
     },
   ];
   return results;

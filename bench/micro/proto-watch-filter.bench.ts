@@ -6,7 +6,8 @@
  *
  * Baseline: what a proxy without a wire scanner would do per frame: split
  * the frames, decode WatchEvent, the envelope and the Pod with protobufjs,
- * test the uid, and encode the passing ones back.
+ * test the uid, and encode the passing ones back. CPU time, candidate and
+ * baseline in alternating rounds (bench/support/compare.ts).
  *
  * Usage: node bench/micro/proto-watch-filter.bench.ts [--quick]
  */
@@ -17,47 +18,31 @@ import { decodeEnvelope, encodeEnvelope, frame, loadK8sProto, splitFrames } from
 import { podWatchFrames } from "../../test/support/proto/pods.ts";
 import { chunksOf, runToNull } from "../../test/support/proto/run.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { compare, spread } from "../support/compare.ts";
+import { candidateMatcher } from "../support/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const CHUNK = 64 * 1024;
 
-/** Events per second: warm up, then keep the fastest run of at least `minMs` worth (see proto-list-filter.bench.ts). */
-async function rate(events: number, minMs: number, fn: () => Promise<void> | void): Promise<number> {
-  const warm = performance.now() + minMs / 2;
-  do await fn();
-  while (performance.now() < warm);
-  let best = Number.POSITIVE_INFINITY;
-  let runs = 0;
-  const end = performance.now() + minMs;
-  do {
-    const t0 = performance.now();
-    await fn();
-    best = Math.min(best, performance.now() - t0);
-    runs++;
-  } while (performance.now() < end || runs < 3);
-  return events / (best / 1000);
-}
-
 export const bench: Bench = async ({ quick }) => {
   const pb = loadK8sProto();
   const events = quick ? 2_000 : 20_000;
-  const minMs = quick ? 300 : 2000;
+  const roundMs = quick ? 150 : 1000;
   const matcher = new HashMatcher(LOW.ranges);
+  const filterMatcher = candidateMatcher(LOW.ranges);
   const stream = Buffer.concat(podWatchFrames(pb, events));
   const chunks = [...chunksOf(stream, CHUNK)];
 
   let passed = 0;
   let bookmarks = 0;
-  const candidate = await rate(events, minMs, async () => {
-    const f = createProtoWatchFilter({ matcher, key: "uid", allowBookmarks: true, initialEvents: false });
+  const Pod = pb.type("Pod");
+  const c = await compare(async () => {
+    const f = createProtoWatchFilter({ matcher: filterMatcher, key: "uid", allowBookmarks: true, initialEvents: false });
     const r = await runToNull(f, chunks);
     if (r.error !== undefined || f.stats.errors > 0) throw new Error("watch filter failed");
     passed = f.stats.passed;
     bookmarks = f.stats.syntheticBookmarks;
-  });
-
-  const Pod = pb.type("Pod");
-  const baseline = await rate(events, minMs, () => {
+  }, () => {
     for (const body of splitFrames(Buffer.concat(chunks))) {
       const ev = pb.WatchEvent.decode(body) as unknown as { type: string; object: { raw: Uint8Array } };
       const env = decodeEnvelope(pb, ev.object.raw);
@@ -66,16 +51,19 @@ export const bench: Bench = async ({ quick }) => {
       const raw = encodeEnvelope(pb, env.apiVersion, env.kind, Pod.encode(pod).finish());
       frame(pb.WatchEvent.encode(pb.WatchEvent.create({ type: ev.type, object: { raw } })).finish());
     }
-  });
+  }, { roundMs, rounds: quick ? 5 : 7 });
+  const candidate = Math.round(events / (c.candidateMs / 1000));
+  const baseline = Math.round(events / (c.baselineMs / 1000));
 
   const result: BenchResult = {
     id: "P4",
     name: "protobuf WATCH filter vs protobufjs frame decode+filter+encode",
     candidate: { label: "createProtoWatchFilter", value: candidate, unit: "events/s" },
     baseline: { label: "protobufjs decode+filter+encode", value: baseline, unit: "events/s" },
-    ratio: candidate / baseline,
+    ratio: c.ratio,
     target: 4,
     extra: {
+      ...spread(c),
       events,
       meanEventBytes: Math.round(stream.length / events),
       candidateMBps: Math.round(((candidate * stream.length) / events / 1e6) * 10) / 10,

@@ -6,6 +6,7 @@
  * Also: RSS from /proc, a free loopback port, small HTTP helpers and a
  * readiness poll, all bounded in time.
  */
+import { readFileSync } from "node:fs";
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
 import { createServer } from "node:net";
@@ -153,6 +154,21 @@ export function ask<T>(child: Child, msg: { type: string } & Record<string, unkn
 export function rssOf(pid: number): { rss: number; peak: number } {
   const m = procMemory(pid);
   return { rss: m.rss, peak: m.hwm };
+}
+
+/**
+ * CPU time (user + system) process `pid` has used so far, in ms, from
+ * /proc (USER_HZ ticks, 10 ms each); NaN when it is gone.
+ */
+export function cpuMsOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after "pid (comm) ": state is the 3rd field, utime the 14th, stime the 15th.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** A loopback port that was free a moment ago (bind 0, read, close). */
