@@ -11,6 +11,7 @@ import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, split, type Range } from "../../src/shard/range.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";
 import { parseResources } from "../../src/shard/spec.ts";
+import { clusterClock } from "./wait.ts";
 
 export interface Cluster {
   readonly api: DevApi;
@@ -92,10 +93,13 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
   const tick = 20;
   const waiting: Array<{ writes: number; done: () => void }> = [];
   // Paced by the clock, not by the timer: on a loaded machine a 20 ms timer
-  // fires late, and counting ticks would quietly halve the rate.
-  const t0 = performance.now();
+  // fires late, and counting ticks would quietly halve the rate. The
+  // cluster's clock (test/support/quiet-clock.ts), as the ring runs on: a
+  // process kept from running slows the cluster's writes with its members,
+  // instead of piling a wall-clock rate of writes onto each handoff.
+  const t0 = clusterClock.now();
   const timer = setInterval(() => {
-    const due = Math.floor(((performance.now() - t0) * opts.ratePerSec) / 1000) - ops;
+    const due = Math.floor(((clusterClock.now() - t0) * opts.ratePerSec) / 1000) - ops;
     for (let k = 0; k < due; k++) {
       const choice = rnd() % 3;
       ops++;
