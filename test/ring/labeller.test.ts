@@ -14,7 +14,6 @@ import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { ApiClient, kubeConfigConnection } from "../../src/kube/client.ts";
 import { silentLogger } from "../../src/log.ts";
-import { systemClock } from "../../src/ring/clock.ts";
 import { runCoordinator } from "../../src/ring/coordinator.ts";
 import type { LabelSlotConfig } from "../../src/ring/label-slots.ts";
 import { Labeller, watchLabelSlotConfig, type LabelSlotSource } from "../../src/ring/labeller.ts";
@@ -23,6 +22,7 @@ import { contains, shardRange } from "../../src/shard/range.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
 import { startWebhookServer, type WebhookServer } from "../../src/webhook/server.ts";
 import { testConfig } from "../webhook/support.ts";
+import { clusterClock } from "../support/wait.ts";
 import { kubeConfig, SHARDRING_REF, TIMINGS, until } from "./harness.ts";
 
 const NS = "shop";
@@ -61,16 +61,17 @@ interface Manager {
 /** The manager's label-slot pieces, wired as `shardcar manager` wires them. */
 async function startManager(api: DevApi, ca: Awaited<ReturnType<typeof createLocalCa>>, port: number): Promise<Manager> {
   const kc = kubeConfig(api.url);
-  const client = new ApiClient(kubeConfigConnection(kc));
+  // The cluster's clock, as every ring test's leader (test/support/quiet-clock.ts).
+  const client = new ApiClient(kubeConfigConnection(kc), (ms, fn) => clusterClock.timer(ms, fn));
   const log = silentLogger();
-  const watch = watchLabelSlotConfig(client, undefined, systemClock, log);
+  const watch = watchLabelSlotConfig(client, undefined, clusterClock, log);
   const slots = withChildren(watch);
   const tls = await ca.issue({ commonName: "shardcar-webhook.shardcar-system.svc", names: ["shardcar-webhook.shardcar-system.svc", "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
   const webhook = await startWebhookServer({ host: "127.0.0.1", port, tls, config: testConfig(), logger: log, labelSlots: { config: () => slots.current() } });
   const registry = new Registry();
-  const labeller = new Labeller({ api: client, source: slots, registry, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50 } });
+  const labeller = new Labeller({ api: client, source: slots, registry, clock: clusterClock, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50 } });
   const abort = new AbortController();
-  const coordinator = runCoordinator({ kubeConfig: kc, namespace: "shardcar-system", identity: "mgr", election: TIMINGS, tasks: [labeller] }, abort.signal);
+  const coordinator = runCoordinator({ kubeConfig: kc, namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [labeller] }, abort.signal);
   return {
     webhook,
     registry,
