@@ -19,15 +19,16 @@ import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { pino } from "pino";
-import { silentLogger, createLogger, type Logger } from "../../src/log.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
 import type { Ownership } from "../../src/proxy/ownership.ts";
 import { complement, equal, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { runCoordinator, type CoordinatorOptions } from "../../src/ring/coordinator.ts";
 import { RingMember, type RingMemberOptions } from "../../src/ring/member.ts";
-import { RING_GROUP, RING_KIND, RING_VERSION } from "../../src/ring/names.ts";
+import { APPLIED_ANNOTATION, LEAVING_ANNOTATION, memberLeaseName, RING_GROUP, RING_KIND, RING_VERSION, SLOTS_ANNOTATION } from "../../src/ring/names.ts";
 import { parseSlots, type ShardRingStatusJson } from "../../src/ring/table.ts";
 import { clusterClock, until } from "../support/wait.ts";
+import { handoffLog } from "./handoff-log.ts";
 
 export const SHARDRING_REF = { group: RING_GROUP, version: RING_VERSION, resource: "shardrings" } as const;
 export const LEASE_REF = { group: "coordination.k8s.io", version: "v1", resource: "leases" } as const;
@@ -59,12 +60,22 @@ export function memberClient(url: string): ApiClient {
 }
 
 /**
- * RING_TEST_LOG=<file>: the debug log of every coordinator, member and (in
- * test/ring/replicas.ts) proxy, appended to that file; silent otherwise.
+ * The log of every coordinator, member and (in test/ring/replicas.ts) proxy:
+ * at info level into {@link handoffLog}, which a timed-out wait reads to say
+ * what it waited for; with RING_TEST_LOG=<file>, also the debug log appended
+ * to that file (each line with this process's pid: test files run in
+ * parallel and may share the file).
  */
 export function ringTestLog(name: string): Logger {
   const file = process.env["RING_TEST_LOG"];
-  return file ? createLogger({ level: "debug", name, destination: pino.destination({ dest: file, append: true, sync: true }) }) : silentLogger();
+  const fileStream = file ? pino.destination({ dest: file, append: true, sync: true }) : undefined;
+  const destination = {
+    write(line: string): void {
+      handoffLog.write(line);
+      fileStream?.write(line);
+    },
+  };
+  return createLogger({ level: file ? "debug" : "info", name, destination }).child({ pid: process.pid });
 }
 
 /** Waits `ms` of the members' and the leader's time (see test/support/wait.ts). */
@@ -296,6 +307,30 @@ export class RingEnv {
         });
       },
       timeoutMs,
+    ).catch((e: unknown) => {
+      const members = this.live().map((m) => `${this.describeMember(m.name, m.member)}; stub proxy's cache ${ratio(m.proxy.cache).toFixed(3)} of the keyspace`);
+      throw new Error([String(e instanceof Error ? e.message : e), this.describeTables(), ...members].join("\n  "));
+    });
+  }
+
+  /** The ShardRing's tables, for a wait that timed out. */
+  describeTables(): string {
+    const st = this.ringStatus();
+    const table = (tb: { generation: number; members: Array<{ name: string; slots: string }> } | undefined): string =>
+      tb === undefined ? "none" : `g${tb.generation} [${tb.members.map((m) => `${m.name}: ${m.slots || "no slots"}`).join("; ")}]`;
+    return `ShardRing ${this.ring}: committed ${table(st?.committed)}; pending ${st?.pending === undefined ? "none" : `${table(st.pending)} in phase ${st.pending.phase}`}`;
+  }
+
+  /** A member's ranges and what its Lease tells the leader, for a wait that timed out. */
+  describeMember(name: string, member: RingMember): string {
+    const cur = member.current();
+    const lease = this.api.store.get(LEASE_REF, NS, memberLeaseName(this.ring, name));
+    const ann = lease?.metadata?.annotations ?? {};
+    const spec = (lease?.spec ?? {}) as { holderIdentity?: string; renewTime?: string };
+    const leaving = ann[LEAVING_ANNOTATION] === "true" ? ", leaving" : "";
+    return (
+      `${name}: enforces g${cur.generation} (${ratio(cur.ranges).toFixed(3)} of the keyspace); ` +
+      `its Lease: holder ${spec.holderIdentity ?? "none"}, applied g${ann[APPLIED_ANNOTATION] ?? "?"}, slots ${ann[SLOTS_ANNOTATION] || "none"}${leaving}, renewed ${spec.renewTime ?? "never"}`
     );
   }
 

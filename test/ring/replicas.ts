@@ -8,16 +8,18 @@
  */
 import { connect, createServer, type Socket } from "node:net";
 import type { Test } from "tap";
-import { seedPods } from "../../src/devapi/index.ts";
+import { seedPods, type KubeObject } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
-import { equal, union, type Range } from "../../src/shard/range.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, equal, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
 import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
 import { RingMember } from "../../src/ring/member.ts";
 import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
-import { cacheContents, expectedShard } from "../support/cluster.ts";
+import { cacheContents, keyValue } from "../support/cluster.ts";
 import { clusterClock } from "../support/wait.ts";
+import { describeProxyHandoff, forgetReplica } from "./handoff-log.ts";
 import { memberClient, NS, ringTestLog, RingEnv, TIMINGS, until } from "./harness.ts";
 
 export const FULL_KEYSPACE: readonly Range[] = [{ start: 0n, end: 1n << 64n }];
@@ -61,17 +63,37 @@ export class ReplicaRing {
   readonly #onReplica: ((name: string, r: RingReplica) => void) | undefined;
   readonly #filtering: ((member: RingMember) => ProxyFiltering) | undefined;
   readonly #samplers = new Set<() => void>();
+  /**
+   * Every pod in the store (`ns/name` → `ns/name@uid` and the hash of its
+   * uid, read as expectedShard reads it), kept by a synchronous store watch.
+   * Listing the store copies (parses) every pod; at every 100 ms sample and
+   * every poll for exact caches that was most of these tests' CPU, which a
+   * loaded machine cannot spare.
+   */
+  readonly #pods = new Map<string, { readonly id: string; readonly hash: bigint }>();
+  readonly #unwatch: () => void;
 
   private constructor(env: RingEnv, opts: ReplicaRingOptions) {
     this.env = env;
     this.#onReplica = opts.onReplica;
     this.#filtering = opts.filtering;
+    const index = (o: KubeObject, deleted = false): void => {
+      const key = `${o.metadata?.namespace}/${o.metadata?.name}`;
+      if (deleted) this.#pods.delete(key);
+      else this.#pods.set(key, { id: `${key}@${o.metadata?.uid}`, hash: fnv1a64(keyValue(o, "uid")) });
+    };
+    this.#unwatch = env.api.store.watch("pods", ({ type, object }) => index(object, type === "DELETED"));
+    for (const o of env.api.store.list("pods")) index(o);
   }
 
   /** devapi with `pods` seeded pods and a running coordinator; stopped at `t`'s teardown. */
   static async start(t: Test, opts: ReplicaRingOptions): Promise<ReplicaRing> {
     const ring = new ReplicaRing(await RingEnv.start(opts.ring), opts);
-    t.teardown(() => ring.stop());
+    t.teardown(() => {
+      // tap's own timeout ends the test without a word about the ring: say where it stood.
+      if (t.timedOut) process.stderr.write(`${t.name}: timed out; the ring then:\n  ${ring.describe().join("\n  ")}\n`);
+      return ring.stop();
+    });
     if (opts.handoff !== undefined) ring.env.createRing({ handoff: opts.handoff, slots: opts.slots ?? 256 });
     seedPods(ring.env.api, { count: opts.pods, namespaces: opts.namespaces });
     ring.env.startCoordinator();
@@ -84,6 +106,7 @@ export class ReplicaRing {
    * the member always talks to devapi directly.
    */
   async add(name: string, opts: { upstreamUrl?: string } = {}): Promise<void> {
+    forgetReplica(name);
     const log = ringTestLog(name);
     const member = new RingMember({ client: memberClient(this.env.api.url), namespace: NS, ring: this.env.ring, member: name, timings: TIMINGS, clock: clusterClock, log });
     const filtering = this.#filtering?.(member);
@@ -131,7 +154,26 @@ export class ReplicaRing {
         });
       },
       timeoutMs,
-    );
+    ).catch((e: unknown) => {
+      throw new Error([String(e instanceof Error ? e.message : e), ...this.describe()].join("\n  "));
+    });
+  }
+
+  /**
+   * The state a handoff waits on: the ShardRing's tables, and per member its
+   * ranges, its Lease (the applied generation the leader reads), its proxy's
+   * last range change and owed lineages, and its informer's cache against
+   * its ranges.
+   */
+  describe(): string[] {
+    const lines = [this.env.describeTables()];
+    for (const [name, { member, replica }] of this.replicas) {
+      const { extra, missing } = this.cacheDiff(name);
+      const pods = replica.proxy.proxy.stats().get("pods");
+      const traffic = pods === undefined ? "no pod requests" : `${pods.lists} LISTs, ${pods.watches} WATCHes, ${pods.forcedRelists} forced relists, ${pods.narrowedWatches} narrowed`;
+      lines.push(this.env.describeMember(name, member), `  ${describeProxyHandoff(name)}; ${traffic}`, `  informer: ${cacheContents(replica).size} objects, ${extra.length} outside its ranges, ${missing.length} of its ranges missing`);
+    }
+    return lines;
   }
 
   /** Pod LISTs devapi has served so far (every informer's relists, through its proxy). */
@@ -147,7 +189,7 @@ export class ReplicaRing {
   }
 
   snapshot(): Snapshot {
-    const store = new Set(this.env.api.store.list({ group: "", version: "v1", resource: "pods" }).map((o) => `${o.metadata?.namespace}/${o.metadata?.name}@${o.metadata?.uid}`));
+    const store = new Set([...this.#pods.values()].map((p) => p.id));
     const caches = new Map<string, Set<string>>();
     for (const [name, { replica }] of this.replicas) caches.set(name, cacheContents(replica));
     return { at: clusterClock.now(), store, caches, covered: this.covered() };
@@ -167,7 +209,8 @@ export class ReplicaRing {
   cacheDiff(name: string): { extra: string[]; missing: string[] } {
     const r = this.replicas.get(name);
     if (r === undefined) throw new Error(`no replica ${name}`);
-    const want = expectedShard(this.env.api, r.member.current().ranges, "uid");
+    const ranges = r.member.current().ranges;
+    const want = new Set([...this.#pods.values()].filter((p) => contains(ranges, p.hash)).map((p) => p.id));
     const got = cacheContents(r.replica);
     return { extra: [...got].filter((k) => !want.has(k)), missing: [...want].filter((k) => !got.has(k)) };
   }
@@ -181,6 +224,7 @@ export class ReplicaRing {
   }
 
   async stop(): Promise<void> {
+    this.#unwatch();
     for (const stop of this.#samplers) stop();
     this.#samplers.clear();
     for (const { member, replica } of this.replicas.values()) {
