@@ -24,7 +24,7 @@ t.test("ring mode: a SIGKILLed member proxy restarted on its port brings its con
   t.ok(await eventually(() => fleet.exact(), 60_000), "the ring settled with exact caches");
   let writes = 0;
   for (const [round, victims] of [[1, ["m-1"]], [2, ["m-0", "m-1"]]] as const) {
-    const churn = startChurn(fleet.env.api, { ratePerSec: 40, namespaces: NAMESPACES, seed: 29 + round, prefix: `churn-${round}` });
+    const churn = startChurn(t, fleet.env.api, { ratePerSec: 40, namespaces: NAMESPACES, seed: 29 + round, prefix: `churn-${round}` });
     const lists = victims.map((n) => fleet.members.get(n)?.controller.lists() ?? 0);
     const pids = victims.map((n) => fleet.members.get(n)?.proxy.pid);
     for (const n of victims) await fleet.kill(n);

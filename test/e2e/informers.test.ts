@@ -26,7 +26,7 @@ for (const { gate, key } of SCENARIOS) {
   t.test(`gate ${gate}, keyed by ${key}: each informer caches exactly its shard after churn`, async (t) => {
     const cluster = await startCluster({ gate, key, replicas: 3, pods: 3000, namespaces: NAMESPACES });
     t.teardown(() => cluster.stop());
-    const churn = startChurn(cluster.api, { ratePerSec: 200, namespaces: NAMESPACES, seed: 17 });
+    const churn = startChurn(t, cluster.api, { ratePerSec: 200, namespaces: NAMESPACES, seed: 17 });
     await churn.reached(500);
     t.comment(`churn made ${await churn.stop()} writes while the informers watched`);
 

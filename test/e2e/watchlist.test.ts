@@ -62,7 +62,7 @@ for (const gate of ["on", "off", "mixed"] as GateMode[]) {
       await api.close();
     });
     t.ok(await eventually(() => synced, 10_000), "the initial-events-end bookmark arrived");
-    const churn = startChurn(api, { ratePerSec: 150, namespaces: ["alpha", "beta", "gamma"], seed: 3 });
+    const churn = startChurn(t, api, { ratePerSec: 150, namespaces: ["alpha", "beta", "gamma"], seed: 3 });
     await churn.reached(225);
     await churn.stop();
     const want = (): Set<string> => new Set([...expectedShard(api, mine, "uid")].map((k) => k.split("@")[0] ?? ""));

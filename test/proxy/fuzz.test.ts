@@ -133,6 +133,7 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   seedPods(api, { count: 80, namespaces: NAMESPACES });
   for (let i = 0; i < 40; i++) api.store.create("configmaps", { metadata: { name: `cm-${i}`, namespace: NAMESPACES[i % 4] }, data: { i: String(i) } });
   const stopChurn = startChurn(api, new Random(settings.seed ^ 0xc4));
+  t.teardown(stopChurn);
   const ca = await createLocalCa("fuzz", new Date(), 3600_000);
   const tls = await ca.issue({ commonName: "localhost", names: ["localhost", "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
   const observed = observedRequests().map((o) => o.request);

@@ -139,7 +139,7 @@ t.test("exclusive, real proxies and informers: 1→2→3→4→3→2 under churn
 
   await ring.add("web-0");
   await ring.settled(["web-0"]);
-  const churn = startChurn(ring.env.api, { ratePerSec: 50, namespaces: NAMESPACES });
+  const churn = startChurn(t, ring.env.api, { ratePerSec: 50, namespaces: NAMESPACES });
   w.measuring = true;
   const stopSampling = ring.sampleEvery(100, w.sample);
   const startedAt = clusterClock.now();
@@ -202,7 +202,7 @@ t.test(
     for (const n of ["web-0", "web-1"]) await ring.add(n);
     await ring.settled(["web-0", "web-1"]);
     await until("exact caches before the join", () => ring.cachesExact(), 15_000);
-    const churn = startChurn(ring.env.api, { ratePerSec: 50, namespaces: NAMESPACES });
+    const churn = startChurn(t, ring.env.api, { ratePerSec: 50, namespaces: NAMESPACES });
     w.measuring = true;
     const stopSampling = ring.sampleEvery(100, w.sample);
 

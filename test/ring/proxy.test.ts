@@ -34,7 +34,7 @@ t.test("real proxies and informers: 1→2→3→4→3→2 under churn, then a SI
 
   await ring.add("web-0");
   await ring.settled(["web-0"]);
-  const churn = startChurn(env.api, { ratePerSec: 50, namespaces: NAMESPACES });
+  const churn = startChurn(t, env.api, { ratePerSec: 50, namespaces: NAMESPACES });
   const churnStart = clusterClock.now();
   const stopSampling = ring.sampleEvery(100, sample);
   const lists: string[] = [];

@@ -100,7 +100,7 @@ t.test(`soak: ${MINUTES} min of churn (${WRITES_PER_SECOND} writes/s) and ring c
   t.teardown(() => fleet.stop());
   for (const name of CORE) await fleet.join(name);
   await waitFor(() => fleet.exact(), 60_000, "the first members settled with exact caches");
-  const churn = startChurn(fleet.env.api, { ratePerSec: WRITES_PER_SECOND, namespaces: NAMESPACES, seed: 23 });
+  const churn = startChurn(t, fleet.env.api, { ratePerSec: WRITES_PER_SECOND, namespaces: NAMESPACES, seed: 23 });
   const start = Date.now();
   const end = start + MINUTES * 60_000;
   const minute = (): number => (Date.now() - start) / 60_000;

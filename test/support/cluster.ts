@@ -3,6 +3,7 @@
  * driver, and the expected shard contents computed independently from the
  * store by hashing each object.
  */
+import type { Test } from "tap";
 import { startDevApi, seedPods, type DevApi, type GateMode, type KubeObject } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -81,9 +82,11 @@ export interface Churn {
 
 /**
  * Creates, updates and deletes pods through the store at about `ratePerSec`
- * until `stop()`. Deterministic for a given seed.
+ * until `stop()`, or `t`'s teardown: a test that fails halfway must not
+ * leave a timer writing, which keeps its process alive until tap's timeout
+ * and reports a hang instead of the failure. Deterministic for a given seed.
  */
-export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number; prefix?: string }): Churn {
+export function startChurn(t: Pick<Test, "teardown">, api: DevApi, opts: { ratePerSec: number; namespaces: readonly string[]; seed?: number; prefix?: string }): Churn {
   let seed = opts.seed ?? 1;
   const rnd = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
   let n = 0;
@@ -122,6 +125,7 @@ export function startChurn(api: DevApi, opts: { ratePerSec: number; namespaces: 
       w.done();
     }
   }, tick);
+  t.teardown(() => clearInterval(timer));
   return {
     ops: () => ops,
     reached(writes) {

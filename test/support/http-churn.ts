@@ -7,6 +7,7 @@
  * fault is on (the server restarting) are counted, not thrown: the churn goes
  * on when the server is back. Deterministic choices for a seed.
  */
+import type { Test } from "tap";
 import { callJson, HttpError, listAll, type KubeObject, type Target } from "./http.ts";
 
 export interface ChurnOptions {
@@ -43,7 +44,8 @@ function pod(name: string, namespace: string, i: number): KubeObject {
   };
 }
 
-export async function startHttpChurn(target: Target, opts: ChurnOptions): Promise<Churn> {
+/** Stopped by `stop()` or, at the latest, at `t`'s teardown (a scenario that fails halfway must not leave it writing). */
+export async function startHttpChurn(t: Pick<Test, "teardown">, target: Target, opts: ChurnOptions): Promise<Churn> {
   let seed = opts.seed ?? 1;
   const rnd = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
   const prefix = opts.prefix ?? `churn-${Date.now().toString(36)}`;
@@ -104,6 +106,7 @@ export async function startHttpChurn(target: Target, opts: ChurnOptions): Promis
       pending.add(p);
     }
   }, 20);
+  t.teardown(() => clearInterval(timer));
 
   return {
     ops: () => ops,

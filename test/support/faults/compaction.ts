@@ -33,7 +33,7 @@ export async function compactionScenario(t: Test, server: FaultServer, opts: { r
   // 1. Resuming watches.
   const listsBefore = rig.shards.map((s) => FaultRig.controllerOf(s).lists());
   link.stallOpen(0);
-  const churn = await startHttpChurn(server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 5 });
+  const churn = await startHttpChurn(t, server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 5 });
   await waitUntil("the churn wrote while the watches were held", () => churn.ops() >= 40, 20_000);
   const revision = await compact();
   if (server.watchCache && server.restart !== undefined) await server.restart();

@@ -20,7 +20,7 @@ export async function proxyKillScenario(t: Test, server: FaultServer): Promise<v
   for (const round of [1, 2]) {
     // Round 1 kills one proxy, round 2 all of them at once (a node-wide OOM kill).
     const victims = round === 1 ? rig.shards.slice(1, 2) : rig.shards;
-    const churn = await startHttpChurn(server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 7 + round });
+    const churn = await startHttpChurn(t, server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 7 + round });
     const pids = victims.map((s) => FaultRig.processOf(s).pid);
     const errorsBefore = victims.map((s) => FaultRig.controllerOf(s).errors.length);
     await Promise.all(victims.map((s) => FaultRig.processOf(s).kill("SIGKILL")));

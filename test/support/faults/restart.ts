@@ -18,7 +18,7 @@ export async function apiserverRestartScenario(t: Test, server: FaultServer, opt
   if (restart === undefined) throw new Error(`${server.kind}: this server cannot be restarted by the test`);
   const rig = await FaultRig.start(t, server, { shards: 3, link: true, ...opts });
   t.ok(await rig.waitExact(30_000), "every cache is exact before the fault");
-  const churn = await startHttpChurn(server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 3 });
+  const churn = await startHttpChurn(t, server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 3 });
 
   // A fourth controller, owning the whole keyspace (the largest LIST), whose
   // LIST is mid-body when the server stops: more than the sockets on the way

@@ -54,7 +54,7 @@ export async function midWatchStallScenario(t: Test, server: FaultServer, end: "
   const link = rig.link;
   if (link === undefined) throw new Error("the rig has no link");
   t.ok(await rig.waitExact(30_000), "every cache is exact before the fault");
-  const churn = await startHttpChurn(server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 11 });
+  const churn = await startHttpChurn(t, server.target, { ratePerSec: 40, namespaces: server.namespaces, seed: 11 });
   await new Promise((r) => setTimeout(r, 500));
   link.stallOpen(0);
   const held = link.open().filter((c) => c.stalled);
