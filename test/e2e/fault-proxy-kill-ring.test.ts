@@ -32,8 +32,8 @@ t.test("ring mode: a SIGKILLed member proxy restarted on its port brings its con
     t.ok(await eventually(() => churn.ops() >= writesAt + 40, 20_000), `round ${round}: writes went on while ${victims.join(", ")} were down`);
     for (const n of victims) await fleet.restart(n);
     t.ok(victims.every((n, i) => fleet.members.get(n)?.proxy.pid !== pids[i]), `round ${round}: ${victims.join(", ")} restarted as new processes on the same port`);
-    // A little churn through the new processes, then quiet, so "exact" has a fixed target.
-    await new Promise((r) => setTimeout(r, 1000));
+    // A little churn through the new processes (counted, not timed), then quiet, so "exact" has a fixed target.
+    await churn.reached(churn.ops() + 20);
     writes += await churn.stop();
     t.ok(await eventually(() => fleet.exact(), 60_000), `round ${round}: every cache holds exactly its member's committed ranges again`);
     t.ok(
@@ -41,6 +41,6 @@ t.test("ring mode: a SIGKILLed member proxy restarted on its port brings its con
       `round ${round}: each restarted member's controller relisted (its resume was refused: the new process cannot place it)`,
     );
   }
-  t.ok(writes > 100, `the churn wrote throughout (${writes} writes)`);
+  t.comment(`the churn: ${writes} writes in both rounds`);
   t.same(witness.outOfRange.slice(0, 10), [], `no controller was ever handed an object outside the ranges its member was given (${witness.total()} handler calls checked)`);
 });

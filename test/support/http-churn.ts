@@ -9,6 +9,7 @@
  */
 import type { Test } from "tap";
 import { callJson, HttpError, listAll, type KubeObject, type Target } from "./http.ts";
+import { clusterClock } from "./wait.ts";
 
 export interface ChurnOptions {
   readonly ratePerSec: number;
@@ -89,10 +90,12 @@ export async function startHttpChurn(t: Pick<Test, "teardown">, target: Target, 
     }
   };
 
-  const t0 = performance.now();
+  // Paced on the cluster clock, as startChurn (test/support/cluster.ts): the
+  // proxies and controllers under test share this process.
+  const t0 = clusterClock.now();
   let slots = 0;
   const timer = setInterval(() => {
-    const due = Math.floor(((performance.now() - t0) * opts.ratePerSec) / 1000) - slots;
+    const due = Math.floor(((clusterClock.now() - t0) * opts.ratePerSec) / 1000) - slots;
     for (let k = 0; k < due; k++) {
       slots++;
       // A slot missed while the server is slow is skipped, not made up in a burst later.

@@ -8,6 +8,7 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import { gunzipSync } from "node:zlib";
+import { eventually } from "./wait.ts";
 
 export interface Reply {
   readonly status: number;
@@ -132,18 +133,6 @@ export async function listAll(target: Target, path: string): Promise<{ items: Ku
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `cond` until it holds or `timeoutMs` passes; returns whether it held. */
-export async function eventually(cond: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await sleep(everyMs);
-  }
-  return cond();
-}
-
 /** Runs `fn` over `items` with at most `n` in flight. */
 export async function inParallel<T, R>(items: readonly T[], n: number, fn: (x: T, i: number) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array<R>(items.length);
@@ -158,7 +147,7 @@ export async function inParallel<T, R>(items: readonly T[], n: number, fn: (x: T
   return out;
 }
 
-/** Polls `cond` until it holds; throws naming `what` after `timeoutMs`. */
+/** Polls `cond` until it holds; throws naming `what` after `timeoutMs` (a hang guard on the cluster clock, see wait.ts). */
 export async function waitUntil(what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 200): Promise<void> {
   if (!(await eventually(cond, timeoutMs, everyMs))) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
 }

@@ -1,15 +1,20 @@
 /**
  * The real-server lane's view of `../shared/realapi`: the environment that
  * `start.sh` printed (exported by `test/real/run.sh`), and, re-exported for
- * the lane's files, the raw HTTPS client (`test/support/http.ts`) and the
- * shard arithmetic done independently of the proxy (`test/support/shard-sets.ts`).
+ * the lane's files, the raw HTTPS client (`test/support/http.ts`), the waits
+ * (`test/support/wait.ts`) and the shard arithmetic done independently of
+ * the proxy (`test/support/shard-sets.ts`).
  *
  * Test-only. The lane runs these files serially against one server, so a
  * suite may assume nobody else writes while it checks a cache.
  */
 import { readFileSync } from "node:fs";
+import { clusterClock } from "../../support/wait.ts";
 
-export { call, callJson, eventually, HttpError, inParallel, listAll, open, sleep, waitUntil } from "../../support/http.ts";
+export { call, callJson, HttpError, inParallel, listAll, open, waitUntil } from "../../support/http.ts";
+// Waits and pauses on the cluster clock, as every test's (test/support/wait.ts).
+export { eventually } from "../../support/wait.ts";
+export const sleep = (ms: number): Promise<void> => clusterClock.sleep(ms);
 export type { KubeList, KubeMeta, KubeObject, Reply, RequestOptions, Target } from "../../support/http.ts";
 export { expectedShard, ident, inShard, keyOf, setDiff, setsEqual } from "../../support/shard-sets.ts";
 export { brokenProxyOptions } from "../../support/broken-proxy.ts";

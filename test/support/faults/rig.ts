@@ -22,9 +22,10 @@ import { brokenProxyOptions } from "../broken-proxy.ts";
 import { startClientGoController, writeKubeconfig, type ClientGoController } from "../client-go-controller.ts";
 import { startController, type Controller, type ControllerOptions } from "../controller.ts";
 import { FaultLink } from "../fault-link.ts";
-import { eventually, listAll } from "../http.ts";
+import { listAll } from "../http.ts";
 import { ProxyProcess } from "../proxy-process.ts";
 import { expectedShard, ident, inShard, setDiff, setsEqual } from "../shard-sets.ts";
+import { eventually } from "../wait.ts";
 import { Witness } from "../witness.ts";
 import type { FaultServer } from "./servers.ts";
 
