@@ -12,7 +12,8 @@ import { contains, split } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
 import { SLOTS_ANNOTATION, memberLeaseName } from "../../src/ring/names.ts";
-import { cli, kubeconfigFile, RING_TIMINGS, TestRing } from "./support.ts";
+import { until } from "../support/wait.ts";
+import { cli, kubeconfigFile, TestRing } from "./support.ts";
 
 interface AuditJson {
   total: number;
@@ -102,7 +103,13 @@ t.test("a ring: audited from its members' Leases; a member frozen with stale ran
   const frozenRanges = slots.ok ? slotsToRanges(slots.value, 256) : [];
   const inGap = api.store.list("pods").filter((p) => contains(frozenRanges, fnv1a64(p.metadata?.uid ?? ""))).length;
   ring.kill("web-1");
-  await new Promise((r) => setTimeout(r, RING_TIMINGS.leaseDurationSeconds * 1000 + 500));
+  // The audit judges a Lease expired by its renewTime against its own (wall)
+  // clock: wait until that holds for web-1's Lease, rather than a period
+  // that a renewal still in flight at the kill could outlast.
+  await until("web-1's Lease expired by the audit's clock", () => {
+    const spec = api.store.get("leases.coordination.k8s.io", "shop", memberLeaseName("web", "web-1"))?.spec as { renewTime?: string; leaseDurationSeconds?: number } | undefined;
+    return spec?.renewTime !== undefined && spec.leaseDurationSeconds !== undefined && Date.parse(spec.renewTime) + spec.leaseDurationSeconds * 1000 < Date.now();
+  });
   const broken = await audit();
   t.equal(broken.code, 1, "the audit exits 1");
   t.ok(inGap > 100, `web-1 held ${inGap} pods`);

@@ -9,6 +9,7 @@ import { CANARY_LABEL } from "../../src/ops/canary.ts";
 import { MutableOwnership, StaticOwnership } from "../../src/proxy/ownership.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";
 import { startCluster } from "../support/cluster.ts";
+import { until } from "../support/wait.ts";
 import { cli, kubeconfigFile } from "./support.ts";
 
 interface CanaryJson {
@@ -68,8 +69,10 @@ t.test("an owner with no admin URL cannot confirm its canary", async (t) => {
 t.test("a replica whose controller stopped watching fails its canary, though the lists add up", async (t) => {
   const cluster = await startCluster({ gate: "on", replicas: 2, pods: 40, namespaces: ["default"] });
   t.teardown(() => cluster.stop());
+  await until("both informers watching", () => cluster.api.stats.openWatches === 2);
   await cluster.replicas[0]?.informer.stop();
-  await new Promise((r) => setTimeout(r, 800)); // longer than the replica's restart-after-error pause
+  // Its watch has ended at devapi (a stop is no error: the replica does not restart it).
+  await until("the stopped informer's watch ended", () => cluster.api.stats.openWatches === 1);
   const admin = cluster.replicas.flatMap((r, i) => ["--admin-url", `${i}=${r.proxy.adminUrl ?? ""}`]);
   const r = await cli(["audit", "--kubeconfig", kubeconfigFile(cluster.api.url), "--resource", "pods", "--shards", "2", "--canary", "--canary-timeout", "2s", ...admin]);
   t.equal(r.code, 1);
