@@ -7,17 +7,19 @@
  */
 import t from "tap";
 import { Watch } from "@kubernetes/client-node";
-import { seedPods, startDevApi, type GateMode } from "../../src/devapi/index.ts";
+import { seedPods, startDevApi, type DevApi, type GateMode } from "../../src/devapi/index.ts";
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
 import { MutableOwnership } from "../../src/proxy/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
-import { FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
-import { cacheContents, eventually, expectedShard, startChurn, startCluster, type Cluster } from "../support/cluster.ts";
+import { cacheContents, eventually, expectedShard, keyValue, startChurn, startCluster, type Cluster } from "../support/cluster.ts";
+import { until } from "../support/wait.ts";
 
 const NAMESPACES = ["alpha", "beta", "gamma"];
 
@@ -38,6 +40,18 @@ async function exact(c: Cluster, ranges: readonly Range[], timeoutMs = 15_000): 
     return d.extra.length === 0 && d.missing.length === 0;
   }, timeoutMs);
   return diff();
+}
+
+/**
+ * Creates pods until one lands in `ranges`; returns it as `ns/name@uid`.
+ * A watch delivers in order, so once this one reached a cache, every
+ * earlier write did, and a relist the proxy forced before it was made.
+ */
+function sentinelIn(api: DevApi, ranges: readonly Range[], tag: string): string {
+  for (let i = 0; ; i++) {
+    const o = api.store.create("pods", { metadata: { name: `sentinel-${tag}-${i}`, namespace: NAMESPACES[0] }, spec: { containers: [{ name: "c", image: "x" }] } });
+    if (contains(ranges, fnv1a64(keyValue(o, "uid")))) return `${o.metadata?.namespace}/${o.metadata?.name}@${o.metadata?.uid}`;
+  }
 }
 
 async function metric(c: Cluster, name: string): Promise<number> {
@@ -74,12 +88,14 @@ for (const gate of ["on", "off"] as GateMode[]) {
     t.equal(c.api.stats.openWatches, 1, "the same watch stays open");
 
     // Under churn: narrow again, then widen (which must relist).
-    const churn = startChurn(c.api, { ratePerSec: 100, namespaces: NAMESPACES });
-    await new Promise((r) => setTimeout(r, 500));
+    const churn = startChurn(t, c.api, { ratePerSec: 100, namespaces: NAMESPACES });
+    await churn.reached(50);
     const quarter = [shardRange(0, 4)];
     o.set({ generation: 3, ranges: quarter });
     t.same(o.applied, [2, 3], "the second narrowing is applied at once too");
-    await new Promise((r) => setTimeout(r, 1000));
+    await churn.reached(churn.ops() + 100);
+    const sentinel = sentinelIn(c.api, quarter, "narrowed");
+    await until("the sentinel reached the informer", () => cacheContents(c.replicas[0] as never).has(sentinel));
     const lists1 = podLists(c);
     t.equal(lists1, lists0, "still no LIST after a narrowing under churn");
     o.set({ generation: 4, ranges: half });
@@ -159,16 +175,17 @@ t.test("watch-list: a narrowing after the initial events sends DELETEDs at the s
     await api.close();
   });
   t.ok(await eventually(() => synced, 10_000), "initial events through");
-  const churn = startChurn(api, { ratePerSec: 100, namespaces: NAMESPACES });
-  await new Promise((r) => setTimeout(r, 500));
+  const churn = startChurn(t, api, { ratePerSec: 100, namespaces: NAMESPACES });
+  await churn.reached(50);
   const rvBefore = lastRv;
   const lists0 = api.stats.lists.get("pods") ?? 0;
   const watches0 = api.stats.watches.get("pods") ?? 0;
   own.set({ generation: 2, ranges: [shardRange(0, 4)] });
   t.same(own.applied, [2], "applied at once");
-  await new Promise((r) => setTimeout(r, 800));
+  await churn.reached(churn.ops() + 80);
   await churn.stop();
-  await new Promise((r) => setTimeout(r, 500));
+  const sentinel = sentinelIn(api, [shardRange(0, 4)], "narrowed");
+  await until("the sentinel reached the watch", () => cache.has(sentinel));
   const want = [...expectedShard(api, [shardRange(0, 4)], "uid")];
   t.same([...cache.keys()].filter((k) => !want.includes(k)), [], "nothing outside the narrower range is left");
   t.same(want.filter((k) => !cache.has(k)), [], "everything inside it is there");
