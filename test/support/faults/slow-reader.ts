@@ -15,6 +15,7 @@ import type { Test } from "tap";
 import { FaultLink } from "../fault-link.ts";
 import { callJson, inParallel, open, type KubeObject, type Target } from "../http.ts";
 import { ProxyProcess, tcpQueues, type ProcessSample } from "../proxy-process.ts";
+import { clusterClock } from "../wait.ts";
 import type { FaultServer } from "./servers.ts";
 
 const MiB = 1024 * 1024;
@@ -123,19 +124,25 @@ function grown(m: Measure, baseline: ProcessSample): { rss: number; heap: number
   return { rss: m.sample.rssBytes - baseline.rssBytes, heap: m.sample.heapUsedBytes + m.sample.arrayBuffersBytes - (baseline.heapUsedBytes + baseline.arrayBuffersBytes) };
 }
 
-/** Waits until the proxy's intake stops growing for `quietMs` (or `timeoutMs`); returns the last measure and the peak growth seen. */
+/**
+ * Waits until the proxy's intake stops growing for `quietMs` (or
+ * `timeoutMs`); returns the last measure and the peak growth seen. Quiet is
+ * timed on the cluster clock: the link that feeds the proxy runs in this
+ * process, and a stretch this process was kept from running is no evidence
+ * that the proxy stopped taking bytes.
+ */
 async function plateau(link: FaultLink, proxy: ProxyProcess, client: StoppedReader, since: number, baseline: ProcessSample, quietMs: number, timeoutMs: number): Promise<{ last: Measure; peak: { rss: number; heap: number } }> {
-  const end = Date.now() + timeoutMs;
+  const end = clusterClock.now() + timeoutMs;
   let last = await measure(link, since, proxy, client);
   const peak = grown(last, baseline);
-  let stableSince = Date.now();
-  while (Date.now() < end && Date.now() - stableSince < quietMs) {
-    await new Promise((r) => setTimeout(r, 250));
+  let stableSince = clusterClock.now();
+  while (clusterClock.now() < end && clusterClock.now() - stableSince < quietMs) {
+    await clusterClock.sleep(250);
     const m = await measure(link, since, proxy, client);
     const g = grown(m, baseline);
     peak.rss = Math.max(peak.rss, g.rss);
     peak.heap = Math.max(peak.heap, g.heap);
-    if (m.taken !== last.taken) stableSince = Date.now();
+    if (m.taken !== last.taken) stableSince = clusterClock.now();
     last = m;
   }
   return { last, peak };
