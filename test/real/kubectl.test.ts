@@ -14,7 +14,7 @@ import { shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { pod } from "./support/dataset.ts";
 import { kubeConfigFor, startRealProxy } from "./support/proxies.ts";
-import { callJson, eventually, inShard, listAll, realApiEnv, sleep, type KubeObject } from "./support/realapi.ts";
+import { callJson, eventually, inShard, listAll, realApiEnv, type KubeObject } from "./support/realapi.ts";
 
 const env = realApiEnv();
 const server = { url: env.url, caPem: env.caPem, token: env.token };
@@ -75,8 +75,17 @@ t.test(`gate ${env.gate}: kubectl get pods -A --watch through the proxy shows on
   const before = rows().length;
   for (const o of created) await callJson(server, "DELETE", `/api/v1/namespaces/${o.metadata?.namespace ?? ""}/pods/${o.metadata?.name ?? ""}`);
   t.ok(await eventually(() => rows().length >= before + inNew.length, 15_000), "every in-shard deletion was shown");
-  await sleep(500);
-  const inShardNames = new Set([...items, ...created].filter((o) => inShard(o, MINE, "uid")).map(nsName));
+  // Then sentinels until one is in the shard: kubectl prints events in
+  // order, so once it shows, every earlier event was printed or dropped,
+  // out-of-shard ones included (not a 500 ms sleep hoping so).
+  const sentinels: KubeObject[] = [];
+  t.teardown(async () => {
+    for (const o of sentinels) await callJson(server, "DELETE", `/api/v1/namespaces/${o.metadata?.namespace ?? ""}/pods/${o.metadata?.name ?? ""}`).catch(() => undefined);
+  });
+  while (!sentinels.some((o) => inShard(o, MINE, "uid"))) sentinels.push(await callJson(server, "POST", "/api/v1/namespaces/alpha/pods", pod(`sentinel-${tag}-${sentinels.length}`, "alpha", sentinels.length)));
+  const sentinel = nsName(sentinels[sentinels.length - 1] as KubeObject);
+  t.ok(await eventually(() => rows().includes(sentinel), 15_000), "the sentinel appeared");
+  const inShardNames = new Set([...items, ...created, ...sentinels].filter((o) => inShard(o, MINE, "uid")).map(nsName));
   const outside = rows().filter((k) => !inShardNames.has(k));
   t.same(outside, [], "no out-of-shard pod was ever shown");
   t.equal(err.trim(), "", "kubectl wrote no error");

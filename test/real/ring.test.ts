@@ -27,7 +27,7 @@ import { parseResources } from "../../src/shard/spec.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { ensure } from "./support/dataset.ts";
 import { cacheIdents, churnPods, startReplica, type Replica } from "./support/proxies.ts";
-import { callJson, eventually, expectedShard, ident, inShard, listAll, realApiEnv, setDiff, setsEqual, sleep, waitUntil, type KubeObject } from "./support/realapi.ts";
+import { callJson, eventually, expectedShard, ident, inShard, listAll, realApiEnv, setDiff, setsEqual, waitUntil, type KubeObject } from "./support/realapi.ts";
 
 const env = realApiEnv();
 const server = { url: env.url, caPem: env.caPem, token: env.token };
@@ -186,7 +186,6 @@ t.test(`gate ${env.gate}: ring chaos on real Leases and the ShardRing CRD — af
   await check("web-3 joined");
 
   await leave("web-0");
-  await sleep(200);
   await check("web-0 left");
 });
 
@@ -202,10 +201,21 @@ t.test(`gate ${env.gate}: a range change while the informer sits between its rel
   t.teardown(() => r.stop());
   const all = new Set((await listAll(server, "/api/v1/pods")).items.map(ident));
   t.ok(await eventually(() => setsEqual(cacheIdents(r), all), 15_000), `synced on the whole keyspace (${all.size} pods)`);
+  // Each step waits for what the next one must meet, not for a guessed
+  // 300 ms: the second change must end the watch the informer opened after
+  // its first relist, and the third must come while the informer, having
+  // relisted again, waits before its next watch.
+  const pods = (): { lists: number; watches: number } => {
+    const s = r.lane.proxy.proxy.stats().get("pods");
+    return { lists: s?.lists ?? 0, watches: s?.watches ?? 0 };
+  };
+  const before2 = pods();
   own.set({ generation: 2, ranges: [shardRange(0, 2)] });
-  await sleep(300);
+  await waitUntil("the informer relisted and watched again under the first change", () => pods().lists > before2.lists && pods().watches > before2.watches, 30_000);
+  const third = await expectedShard(server, "/api/v1/pods", [shardRange(0, 3)], "uid");
+  const before3 = pods();
   own.set({ generation: 3, ranges: [shardRange(0, 3)] });
-  await sleep(300);
+  await waitUntil("the informer's relist under the second change is in its cache", () => pods().lists > before3.lists && setsEqual(cacheIdents(r), third), 30_000);
   const last = [shardRange(2, 3)];
   own.set({ generation: 4, ranges: last });
   const want = await expectedShard(server, "/api/v1/pods", last, "uid");
