@@ -11,7 +11,7 @@ import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { FallbackPolicy } from "../proxy/server.ts";
 import { makeUpstream } from "../proxy/upstream.ts";
 import type { ShardedResource } from "../shard/spec.ts";
-import { createLocalCa } from "../webhook/pki.ts";
+import { createLocalCa } from "../pki/ca.ts";
 
 export interface ReplicaOptions {
   readonly name: string;

@@ -13,7 +13,7 @@ import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { startElector, type Elector } from "../support/elector.ts";
 
 for (const renamed of [true, false]) {

@@ -15,7 +15,7 @@ import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { eventually, expectedShard, startChurn } from "../support/cluster.ts";
 
 interface Obj {

@@ -26,7 +26,7 @@ import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { eventually } from "../support/eventually.ts";
 import { exchange, type Endpoint } from "../support/fuzz/raw-http.ts";
 import { Random } from "../support/fuzz/random.ts";

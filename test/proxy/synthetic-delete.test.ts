@@ -16,7 +16,7 @@ import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { cacheContents, eventually, expectedShard, startChurn, startCluster, type Cluster } from "../support/cluster.ts";
 
 const NAMESPACES = ["alpha", "beta", "gamma"];

@@ -14,7 +14,7 @@ import { StaticOwnership, type OwnershipSource } from "../../src/proxy/ownership
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import type { ShardedResource } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 
 export type CoreResource = "pods" | "configmaps";
 

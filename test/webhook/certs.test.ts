@@ -26,7 +26,7 @@ import {
   type WebhookConfigStore,
   type WebhookSecretData,
 } from "../../src/webhook/certs.ts";
-import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../../src/webhook/pki.ts";
+import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../../src/pki/inspect.ts";
 
 const DAY = 24 * 3600_000;
 const NOW = new Date("2026-11-30T12:00:00Z");

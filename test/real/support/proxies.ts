@@ -13,7 +13,7 @@ import type { FallbackPolicy } from "../../../src/proxy/server.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import type { ShardedResource } from "../../../src/shard/spec.ts";
-import { createLocalCa } from "../../../src/webhook/pki.ts";
+import { createLocalCa } from "../../../src/pki/ca.ts";
 import { NAMESPACES, PODS, pod } from "./dataset.ts";
 import { brokenProxyOptions, callJson, HttpError, type RealApiEnv, type Target } from "./realapi.ts";
 

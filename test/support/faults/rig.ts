@@ -17,7 +17,7 @@ import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import { parseResources, parseShardSpec, staticRanges } from "../../../src/shard/spec.ts";
-import { createLocalCa } from "../../../src/webhook/pki.ts";
+import { createLocalCa } from "../../../src/pki/ca.ts";
 import { brokenProxyOptions } from "../broken-proxy.ts";
 import { startClientGoController, writeKubeconfig, type ClientGoController } from "../client-go-controller.ts";
 import { startController, type Controller, type ControllerOptions } from "../controller.ts";
