@@ -6,7 +6,7 @@
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
 import type { ProxyFiltering } from "../proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { FallbackPolicy } from "../proxy/server.ts";
 import { makeUpstream } from "../proxy/upstream.ts";

@@ -20,7 +20,7 @@ import { createFront } from "./front.ts";
 import { ProxyMetrics } from "./metrics.ts";
 import type { LockSpec } from "./lock-rename.ts";
 import type { ProxyFiltering } from "./filtering.ts";
-import type { OwnershipSource } from "./ownership.ts";
+import type { OwnershipSource } from "../shard/ownership.ts";
 import { ShardProxy, type FallbackPolicy } from "./server.ts";
 import type { Upstream } from "./upstream.ts";
 

@@ -20,7 +20,7 @@ import { classify, indexResources, type ResourceIndex, type ResourceRequest } fr
 import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage, type ResumePoint } from "./delivered.ts";
 import { recordedPoint, rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
-import type { Ownership, OwnershipSource } from "./ownership.ts";
+import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
 import { RecentKeys, RecordingMatcher } from "./recent.ts";
 import { RelistTracker } from "./relist.ts";

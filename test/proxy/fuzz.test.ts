@@ -21,7 +21,7 @@ import { get } from "node:http";
 import { startDevApi, seedPods, type DevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
-import { MutableOwnership, StaticOwnership, type OwnershipSource } from "../../src/proxy/ownership.ts";
+import { MutableOwnership, StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";

@@ -19,7 +19,7 @@ import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
 import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { silentLogger, createLogger } from "../../src/log.ts";
-import type { Ownership } from "../../src/proxy/ownership.ts";
+import type { Ownership } from "../../src/shard/ownership.ts";
 import { complement, equal, intersect, ratio, size, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { runCoordinator, type CoordinatorOptions } from "../../src/ring/coordinator.ts";

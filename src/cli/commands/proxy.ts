@@ -10,7 +10,7 @@ import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import type { InjectedMode } from "../../proxy/injected/index.ts";
 import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
 import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";

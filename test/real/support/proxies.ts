@@ -7,7 +7,7 @@
 import { CoreV1Api, CustomObjectsApi, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
 import { kubeConfigFor } from "../../../src/demo/replica.ts";
 import { silentLogger } from "../../../src/log.ts";
-import { StaticOwnership, type OwnershipSource } from "../../../src/proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
 import type { FallbackPolicy } from "../../../src/proxy/server.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Test } from "tap";
 import { silentLogger } from "../../../src/log.ts";
-import { StaticOwnership } from "../../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
