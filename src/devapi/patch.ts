@@ -3,7 +3,7 @@
  * the same, a documented simplification) and JSON patch (RFC 6902). Pure
  * functions over plain JSON; failures are 422 / 400 Status errors.
  */
-import { isRecord } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { badRequest, type DevApiStatusError } from "./status.ts";
 
 export type PatchType = "merge" | "json";
