@@ -31,7 +31,7 @@ import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
 import { createJsonListTap, createJsonWatchTap } from "./scan/json-tap.ts";
 import { createProtoListTap, createProtoWatchTap } from "./scan/proto-tap.ts";
 import type { ObjectKey } from "./scan/object-key.ts";
-import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/stats.ts";
+import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/filter-contract.ts";
 import type { DeliveredObject } from "./scan/tap.ts";
 import { syntheticDelete } from "./synthetic-delete.ts";
 import { sendStatus } from "./status.ts";

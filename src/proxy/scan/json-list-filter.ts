@@ -40,9 +40,9 @@ import {
   type ValueKind,
 } from "./json-scanner.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
-import type { ListFilterStats } from "./stats.ts";
+import type { ListFilterStats } from "./filter-contract.ts";
 
-export type { ListFilterStats } from "./stats.ts";
+export type { ListFilterStats } from "./filter-contract.ts";
 
 export interface ListFilterOptions {
   /** The replica's ranges. */

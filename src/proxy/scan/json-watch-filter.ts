@@ -32,12 +32,12 @@ import {
   type ScanSink,
   type ValueKind,
 } from "./json-scanner.ts";
-import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
+import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
-import type { WatchFilterStats } from "./stats.ts";
+import type { WatchFilterStats } from "./filter-contract.ts";
 
-export type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
-import type { NarrowableWatchFilter } from "./stats.ts";
+export type { NarrowableWatchFilter, WatchFilterStats } from "./filter-contract.ts";
+import type { NarrowableWatchFilter } from "./filter-contract.ts";
 
 export interface WatchFilterOptions {
   readonly matcher: HashMatcher;
@@ -68,9 +68,7 @@ export interface WatchFilterOptions {
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 
 import { jsonWatchErrorLine } from "../status.ts";
-import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
-
-export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
+import { INITIAL_EVENTS_END } from "./filter-contract.ts";
 
 // Node ids.
 const EVENT = 1;

@@ -33,7 +33,7 @@ import type { HashMatcher } from "../../shard/range.ts";
 import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { ObjectScan, typeMetaKind } from "./proto-object.ts";
-import type { ListFilterStats } from "./stats.ts";
+import type { ListFilterStats } from "./filter-contract.ts";
 import {
   bytesEqual,
   K8S_MAGIC,

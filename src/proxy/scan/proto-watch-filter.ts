@@ -21,13 +21,13 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
+import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
 import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
-import type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
+import type { NarrowableWatchFilter, WatchFilterStats } from "./filter-contract.ts";
 
 export interface ProtoWatchFilterOptions {
   readonly matcher: HashMatcher;
@@ -61,9 +61,7 @@ export interface ProtoWatchFilterOptions {
  */
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
-import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
-
-export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
+import { INITIAL_EVENTS_END } from "./filter-contract.ts";
 
 // Event types, as they appear in WatchEvent.type.
 const OTHER = 0;

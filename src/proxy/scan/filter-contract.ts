@@ -1,10 +1,13 @@
+/**
+ * What the list and watch filters of both encodings promise the proxy: the
+ * stats they keep (so the proxy counts JSON and protobuf the same way; the
+ * filters update them in place while they run, read them once the stream
+ * has ended), the narrowing a watch filter accepts, and the event it emits
+ * when a watch-list's initial events are over. The proxy depends on this
+ * file, never on one encoding's filter for these.
+ */
 import type { Transform } from "node:stream";
 import type { HashMatcher } from "../../shard/range.ts";
-/**
- * What a list or watch filter saw, shared by the JSON and protobuf scanners so
- * the proxy counts both encodings the same way. The filters update these
- * objects in place while they run; read them once the stream has ended.
- */
 
 export interface ListFilterStats {
   /**
@@ -58,13 +61,6 @@ export interface NarrowableWatchFilter extends Transform {
   /** Whether {@link narrow} would accept right now. */
   readonly narrowable: boolean;
 }
-
-/**
- * One synthetic bookmark per second per stream (design.md §4) keeps a quiet
- * shard's resourceVersion within a second of the stream's, far inside the
- * watch cache's history window, at the cost of one small event a second.
- */
-export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
 
 /**
  * Both watch filters emit this event once, after the upstream
