@@ -24,8 +24,6 @@
  * already trust (pod-tls.ts).
  *
  * Never touches `process`; stops when `signal` aborts or `close()` is called.
- *
- * @packageDocumentation
  */
 import { randomBytes } from "node:crypto";
 import { rename, unlink, writeFile } from "node:fs/promises";
