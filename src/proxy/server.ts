@@ -35,7 +35,7 @@ import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from ".
 import type { DeliveredObject } from "./scan/tap.ts";
 import { syntheticDelete } from "./synthetic-delete.ts";
 import { sendStatus } from "./status.ts";
-import { watchErrorEvent } from "./watch-error.ts";
+import { watchErrorEvent } from "./scan/status-encoding.ts";
 import type { Upstream } from "./upstream.ts";
 
 export type FallbackPolicy = "filter" | "fail";

@@ -67,7 +67,7 @@ export interface WatchFilterOptions {
 /** Same bound as a list item: a watch event is one object plus a small envelope. */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 
-import { jsonWatchErrorLine } from "../status.ts";
+import { jsonWatchErrorLine } from "./status-encoding.ts";
 import { INITIAL_EVENTS_END } from "./filter-contract.ts";
 
 // Node ids.

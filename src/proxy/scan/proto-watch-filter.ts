@@ -25,7 +25,8 @@ import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from 
 import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
-import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
+import { protoBookmarkFrame, typeMeta } from "./proto-frames.ts";
+import { protoWatchErrorFrame } from "./status-encoding.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
 import type { NarrowableWatchFilter, WatchFilterStats } from "./filter-contract.ts";
 
