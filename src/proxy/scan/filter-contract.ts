@@ -8,6 +8,7 @@
  */
 import type { Transform } from "node:stream";
 import type { HashMatcher } from "../../shard/range.ts";
+import type { ObjectKey } from "./object-key.ts";
 
 export interface ListFilterStats {
   /**
@@ -44,6 +45,31 @@ export interface WatchFilterStats {
   bytesOut: number;
   /** ERROR events the filter itself wrote (each one ends the stream). */
   errors: number;
+}
+
+/** What the proxy tells a watch filter of either encoding (each adds its own size bound). */
+export interface WatchFilterCommonOptions {
+  readonly matcher: HashMatcher;
+  /** What places an event's object in the keyspace (object-key.ts). */
+  readonly key: ObjectKey;
+  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
+  readonly onUnlabelled?: (object: string) => void;
+  /** The client sent `allowWatchBookmarks=true`: dropped events may become bookmarks. */
+  readonly allowBookmarks: boolean;
+  /**
+   * The stream starts with initial events: `sendInitialEvents=true`, or a
+   * watch with `resourceVersion` unset or "0", which the server also opens
+   * with the current state as ADDED events whose RVs are not ordered. No
+   * synthetic bookmark is written until the upstream
+   * `k8s.io/initial-events-end` bookmark has passed.
+   */
+  readonly initialEvents: boolean;
+  /** At most one synthetic bookmark per this many ms on this stream. Default 1000. */
+  readonly bookmarkIntervalMs?: number;
+  /** Clock for the bookmark interval, in ms. Default `performance.now` (monotonic). */
+  readonly now?: () => number;
+  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
+  readonly onDeliver?: (chunk: Buffer) => void;
 }
 
 /** What both watch filters offer the proxy. */

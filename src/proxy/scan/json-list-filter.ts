@@ -35,6 +35,7 @@ import {
   JsonScanner,
   KIND_ARRAY,
   KIND_OBJECT,
+  runFilterStep,
   type PathNode,
   type ScanSink,
   type ValueKind,
@@ -502,27 +503,11 @@ class JsonListFilter extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    let out: Buffer[];
-    try {
-      out = this.#engine.write(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.write(chunk), (parts) => this.#send(parts));
   }
 
   override _flush(callback: TransformCallback): void {
-    let out: Buffer[];
-    try {
-      out = this.#engine.end();
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.end(), (parts) => this.#send(parts));
   }
 
   #send(parts: Buffer[]): void {

@@ -28,40 +28,20 @@ import {
   JsonScanner,
   KIND_ARRAY,
   KIND_OBJECT,
+  runFilterStep,
   type PathNode,
   type ScanSink,
   type ValueKind,
 } from "./json-scanner.ts";
 import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
-import type { WatchFilterStats } from "./filter-contract.ts";
+import type { NarrowableWatchFilter, WatchFilterCommonOptions, WatchFilterStats } from "./filter-contract.ts";
 
-export type { NarrowableWatchFilter, WatchFilterStats } from "./filter-contract.ts";
-import type { NarrowableWatchFilter } from "./filter-contract.ts";
-
-export interface WatchFilterOptions {
-  readonly matcher: HashMatcher;
-  /** What places an event's object in the keyspace (object-key.ts). */
-  readonly key: ObjectKey;
-  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
-  readonly onUnlabelled?: (object: string) => void;
-  /** The client asked for `allowWatchBookmarks=true`. */
-  readonly allowBookmarks: boolean;
-  /**
-   * The request had `sendInitialEvents=true`, or `resourceVersion` unset or
-   * "0": the stream opens with initial ADDED events whose RVs are not ordered.
-   */
-  readonly initialEvents: boolean;
-  /** Minimum gap between synthetic bookmarks of this stream. Default 1000. */
-  readonly bookmarkIntervalMs?: number;
-  /** Clock for the bookmark interval, in milliseconds. Default `performance.now`. */
-  readonly now?: () => number;
+export interface WatchFilterOptions extends WatchFilterCommonOptions {
   /** Largest event accepted; a larger one ends the stream with an ERROR event. Default 16 MiB. */
   readonly maxEventBytes?: number;
   /** Nesting limit. Default 10000, as Go's encoding/json. */
   readonly maxDepth?: number;
-  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
-  readonly onDeliver?: (chunk: Buffer) => void;
 }
 
 /** Same bound as a list item: a watch event is one object plus a small envelope. */
@@ -731,15 +711,7 @@ class JsonWatchFilter extends Transform {
       callback();
       return;
     }
-    let out: Buffer[];
-    try {
-      out = this.#engine.write(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.write(chunk), (parts) => this.#send(parts));
   }
 
   override _flush(callback: TransformCallback): void {
@@ -747,15 +719,7 @@ class JsonWatchFilter extends Transform {
       callback();
       return;
     }
-    let out: Buffer[];
-    try {
-      out = this.#engine.end();
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.end(), (parts) => this.#send(parts));
   }
 
   #send(parts: Buffer[]): void {

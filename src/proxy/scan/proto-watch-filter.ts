@@ -22,37 +22,17 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
-import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
+import { KEY_UNLABELLED } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
 import { protoBookmarkFrame, typeMeta } from "./proto-frames.ts";
 import { protoWatchErrorFrame } from "./status-encoding.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
-import type { NarrowableWatchFilter, WatchFilterStats } from "./filter-contract.ts";
+import type { NarrowableWatchFilter, WatchFilterCommonOptions, WatchFilterStats } from "./filter-contract.ts";
 
-export interface ProtoWatchFilterOptions {
-  readonly matcher: HashMatcher;
-  /** What places an event's object in the keyspace (object-key.ts). */
-  readonly key: ObjectKey;
-  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
-  readonly onUnlabelled?: (object: string) => void;
-  /** The client sent `allowWatchBookmarks=true`: dropped events may become bookmarks. */
-  readonly allowBookmarks: boolean;
-  /**
-   * The stream starts with initial events: `sendInitialEvents=true`, or a
-   * watch with `resourceVersion` unset or "0", which the server also opens
-   * with the current state as ADDED events. No synthetic bookmark is written
-   * until the upstream `k8s.io/initial-events-end` bookmark has passed.
-   */
-  readonly initialEvents: boolean;
-  /** At most one synthetic bookmark per this many ms. Default 1000. */
-  readonly bookmarkIntervalMs?: number;
-  /** Clock for the bookmark rate limit, in ms. Default `Date.now`. */
-  readonly now?: () => number;
+export interface ProtoWatchFilterOptions extends WatchFilterCommonOptions {
   /** Largest frame accepted. Default 16 MiB. */
   readonly maxFrameBytes?: number;
-  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
-  readonly onDeliver?: (chunk: Buffer) => void;
 }
 
 /**
@@ -147,7 +127,7 @@ class ProtoWatchFilter extends Transform {
     this.key = new ProtoKeyReader(opts.key);
     this.onUnlabelled = opts.onUnlabelled;
     this.allowBookmarks = opts.allowBookmarks;
-    this.now = opts.now ?? Date.now;
+    this.now = opts.now ?? (() => performance.now());
     this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,
