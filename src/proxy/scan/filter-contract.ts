@@ -47,6 +47,18 @@ export interface WatchFilterStats {
   errors: number;
 }
 
+/**
+ * The largest list item or watch event any filter accepts by default, in
+ * either encoding (a larger one fails the list, or ends the watch with an
+ * ERROR event). 16 MiB is client-go's own per-object ceiling (its streaming
+ * decoder refuses larger frames: apimachinery runtime/serializer/streaming,
+ * `maxBytes`), so nothing larger could reach the controller anyway; and ten
+ * times etcd's default request bound (1.5 MiB), leaving room for JSON being
+ * a few times the protobuf size and for a Table row that carries its object.
+ * One stuck stream holds at most this much.
+ */
+export const DEFAULT_MAX_OBJECT_BYTES = 16 * 1024 * 1024;
+
 /** What the proxy tells a watch filter of either encoding (each adds its own size bound). */
 export interface WatchFilterCommonOptions {
   readonly matcher: HashMatcher;

@@ -35,20 +35,15 @@ import {
 } from "./json-scanner.ts";
 import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
-import type { NarrowableWatchFilter, WatchFilterCommonOptions, WatchFilterStats } from "./filter-contract.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
+import { jsonWatchErrorLine } from "./status-encoding.ts";
 
 export interface WatchFilterOptions extends WatchFilterCommonOptions {
-  /** Largest event accepted; a larger one ends the stream with an ERROR event. Default 16 MiB. */
+  /** Largest event accepted; a larger one ends the stream with an ERROR event. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
   readonly maxEventBytes?: number;
   /** Nesting limit. Default 10000, as Go's encoding/json. */
   readonly maxDepth?: number;
 }
-
-/** Same bound as a list item: a watch event is one object plus a small envelope. */
-export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
-
-import { jsonWatchErrorLine } from "./status-encoding.ts";
-import { INITIAL_EVENTS_END } from "./filter-contract.ts";
 
 // Node ids.
 const EVENT = 1;
@@ -300,7 +295,7 @@ class WatchFilterEngine implements ScanSink {
     this.keyReader = new JsonKeyReader(opts.key, KEY_BASE);
     this.rowReader = new JsonKeyReader(opts.key, ROW_KEY_BASE);
     this.onUnlabelled = opts.onUnlabelled;
-    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_OBJECT_BYTES;
     this.now = opts.now ?? (() => performance.now());
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,

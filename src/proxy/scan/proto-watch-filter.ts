@@ -28,21 +28,12 @@ import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
 import { protoBookmarkFrame, typeMeta } from "./proto-frames.ts";
 import { protoWatchErrorFrame } from "./status-encoding.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
-import type { NarrowableWatchFilter, WatchFilterCommonOptions, WatchFilterStats } from "./filter-contract.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
 
 export interface ProtoWatchFilterOptions extends WatchFilterCommonOptions {
-  /** Largest frame accepted. Default 16 MiB. */
+  /** Largest frame accepted. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
   readonly maxFrameBytes?: number;
 }
-
-/**
- * client-go's streaming decoder refuses frames over 16 MiB
- * (apimachinery runtime/serializer/streaming: `maxBytes: 16 * 1024 * 1024`),
- * so a larger frame could not reach the controller anyway.
- */
-export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
-
-import { INITIAL_EVENTS_END } from "./filter-contract.ts";
 
 // Event types, as they appear in WatchEvent.type.
 const OTHER = 0;
@@ -128,7 +119,7 @@ class ProtoWatchFilter extends Transform {
     this.onUnlabelled = opts.onUnlabelled;
     this.allowBookmarks = opts.allowBookmarks;
     this.now = opts.now ?? (() => performance.now());
-    this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_OBJECT_BYTES;
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,
       initialEvents: opts.initialEvents,
