@@ -27,19 +27,7 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import { JsonKeyReader, jsonKeyPaths, pathsPerKey } from "./json-key.ts";
-import {
-  coalesce,
-  compilePaths,
-  decodeJsonString,
-  DEFAULT_MAX_DEPTH,
-  JsonScanner,
-  KIND_ARRAY,
-  KIND_OBJECT,
-  runFilterStep,
-  type PathNode,
-  type ScanSink,
-  type ValueKind,
-} from "./json-scanner.ts";
+import { coalesce, compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_ARRAY, KIND_OBJECT, runFilterStep, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { DEFAULT_MAX_OBJECT_BYTES, type ListFilterStats } from "./filter-contract.ts";
 

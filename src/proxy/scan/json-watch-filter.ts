@@ -19,20 +19,7 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import { JsonKeyReader, jsonKeyPaths, KEY_NODE_IDS, pathsPerKey } from "./json-key.ts";
-import {
-  bytesEqual,
-  coalesce,
-  compilePaths,
-  decodeJsonString,
-  DEFAULT_MAX_DEPTH,
-  JsonScanner,
-  KIND_ARRAY,
-  KIND_OBJECT,
-  runFilterStep,
-  type PathNode,
-  type ScanSink,
-  type ValueKind,
-} from "./json-scanner.ts";
+import { bytesEqual, coalesce, compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_ARRAY, KIND_OBJECT, runFilterStep, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
 import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
 import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
