@@ -6,12 +6,12 @@
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
 import type { ProxyFiltering } from "../proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { FallbackPolicy } from "../proxy/server.ts";
 import { makeUpstream } from "../proxy/upstream.ts";
 import type { ShardedResource } from "../shard/spec.ts";
-import { createLocalCa } from "../webhook/pki.ts";
+import { createLocalCa } from "../pki/ca.ts";
 
 export interface ReplicaOptions {
   readonly name: string;

@@ -24,7 +24,7 @@ import { loadRing, runAudit } from "../ops/audit-run.ts";
 import { formatCanary } from "../ops/canary.ts";
 import { httpProbe, runCanary } from "../ops/canary-run.ts";
 import { KubeClient, resolveResource } from "../ops/kube.ts";
-import { StaticOwnership } from "../proxy/ownership.ts";
+import { StaticOwnership } from "../shard/ownership.ts";
 import { runCoordinator, RingMember, RING_GROUP, RING_KIND, RING_VERSION } from "../ring/index.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains, FULL_RANGE, ratio } from "../shard/range.ts";

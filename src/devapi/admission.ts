@@ -14,7 +14,7 @@
  *
  * Pure: the HTTPS call is the caller's ({@link AdmissionCaller}).
  */
-import { isRecord } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { applyJsonPatch } from "./patch.ts";
 import { DevApiStatusError, internal, type StatusBody } from "./status.ts";
 import type { KubeObject } from "./types.ts";

@@ -4,7 +4,7 @@
  * leases, apiextensions.k8s.io/v1 customresourcedefinitions, and the
  * shardrings.shardcar.io/v1alpha1 custom resource.
  */
-import { isRecord } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { AGE_COLUMN } from "./table.ts";
 import type { KubeObject, ResourceDef, TableColumn } from "./types.ts";
 

@@ -5,7 +5,7 @@
  * index.ts registers them when a CRD is written, so applying a CRD manifest
  * to devapi works as on a cluster (minus schema validation and conversion).
  */
-import { isRecord } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { CUSTOM_RESOURCE_COLUMNS } from "./table.ts";
 import type { KubeObject, ResourceDef, TableColumn } from "./types.ts";
 

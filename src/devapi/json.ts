@@ -5,6 +5,7 @@
  * Pure functions, no I/O.
  */
 import type { KubeObject, ObjectMeta } from "./types.ts";
+import { isRecord } from "../is-record.ts";
 
 const GO_ESCAPES: Readonly<Record<string, string>> = {
   "<": "\\u003c",
@@ -30,10 +31,6 @@ export function sortedDeep(value: unknown): unknown {
     return out;
   }
   return value;
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function sortedRecord(value: Record<string, string>): Record<string, string> {

@@ -1,9 +1,11 @@
 /**
  * PATCH bodies: JSON merge patch (RFC 7386; strategic merge patch is treated
- * the same, a documented simplification) and JSON patch (RFC 6902). Pure
- * functions over plain JSON; failures are 422 / 400 Status errors.
+ * the same, a documented simplification) and JSON patch (RFC 6902, through
+ * fast-json-patch rather than by hand). Pure functions over plain JSON;
+ * failures are 422 / 400 Status errors.
  */
-import { isRecord } from "./json.ts";
+import jsonpatch from "fast-json-patch";
+import { isRecord } from "../is-record.ts";
 import { badRequest, type DevApiStatusError } from "./status.ts";
 
 export type PatchType = "merge" | "json";
@@ -34,112 +36,34 @@ function unprocessable(message: string): DevApiStatusError {
   return e;
 }
 
-function parsePointer(path: string): string[] {
-  if (path === "") return [];
-  if (!path.startsWith("/")) throw badRequest(`invalid JSON pointer ${JSON.stringify(path)}`);
-  return path
-    .slice(1)
-    .split("/")
-    .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
-}
+const OPS = new Set(["add", "remove", "replace", "move", "copy", "test"]);
 
-type Container = Record<string, unknown> | unknown[];
-
-function resolveParent(doc: unknown, tokens: string[], path: string): { parent: Container; last: string } {
-  let cur: unknown = doc;
-  for (let i = 0; i < tokens.length - 1; i++) {
-    const t = tokens[i] as string;
-    if (Array.isArray(cur)) cur = cur[Number(t)];
-    else if (isRecord(cur)) cur = cur[t];
-    else cur = undefined;
-    if (cur === undefined) throw unprocessable(`the server rejected our request due to an error in our request: doc is missing path: ${JSON.stringify(path)}`);
-  }
-  if (!Array.isArray(cur) && !isRecord(cur)) throw unprocessable(`doc is missing path: ${JSON.stringify(path)}`);
-  return { parent: cur, last: tokens[tokens.length - 1] as string };
-}
-
-function arrayIndex(arr: unknown[], token: string, forInsert: boolean, path: string): number {
-  if (forInsert && token === "-") return arr.length;
-  if (!/^(0|[1-9]\d*)$/.test(token)) throw unprocessable(`invalid array index ${JSON.stringify(token)} in ${JSON.stringify(path)}`);
-  const i = Number(token);
-  if (i > arr.length || (!forInsert && i === arr.length)) throw unprocessable(`array index out of bounds in ${JSON.stringify(path)}`);
-  return i;
-}
-
-function getAt(doc: unknown, path: string): unknown {
-  let cur = doc;
-  for (const t of parsePointer(path)) {
-    if (Array.isArray(cur)) cur = cur[Number(t)];
-    else if (isRecord(cur) && Object.hasOwn(cur, t)) cur = cur[t];
-    else cur = undefined;
-    if (cur === undefined) throw unprocessable(`doc is missing path: ${JSON.stringify(path)}`);
-  }
-  return cur;
-}
-
-function removeAt(doc: unknown, path: string): unknown {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) throw unprocessable("cannot remove the whole document");
-  const { parent, last } = resolveParent(doc, tokens, path);
-  if (Array.isArray(parent)) {
-    const i = arrayIndex(parent, last, false, path);
-    return parent.splice(i, 1)[0];
-  }
-  if (!Object.hasOwn(parent, last)) throw unprocessable(`doc is missing path: ${JSON.stringify(path)}`);
-  const v = parent[last];
-  delete parent[last];
-  return v;
-}
-
-function addAt(doc: unknown, path: string, value: unknown, replace: boolean): unknown {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) return value;
-  const { parent, last } = resolveParent(doc, tokens, path);
-  if (Array.isArray(parent)) {
-    const i = arrayIndex(parent, last, !replace, path);
-    if (replace) parent[i] = value;
-    else parent.splice(i, 0, value);
-  } else {
-    if (replace && !Object.hasOwn(parent, last)) throw unprocessable(`doc is missing key: ${JSON.stringify(path)}`);
-    parent[last] = value;
-  }
-  return doc;
-}
-
-/** RFC 6902. Returns a new document; `target` is not modified. */
+/**
+ * RFC 6902, applied by fast-json-patch (whose `test` compares JSON values,
+ * not their serialisations, so member order does not matter). Returns a new
+ * document; `target` is not modified. As the apiserver does, a patch that
+ * does not decode is 400 and one that does not apply is 422.
+ */
 export function applyJsonPatch(target: unknown, patch: unknown): unknown {
   if (!Array.isArray(patch)) throw badRequest("json patch must be an array of operations");
-  let doc: unknown = structuredClone(target);
   for (const op of patch) {
     if (!isRecord(op) || typeof op.op !== "string" || typeof op.path !== "string") throw badRequest("invalid json patch operation");
-    const path = op.path;
-    switch (op.op) {
-      case "add":
-        doc = addAt(doc, path, structuredClone(op.value), false);
-        break;
-      case "replace":
-        doc = addAt(doc, path, structuredClone(op.value), true);
-        break;
-      case "remove":
-        removeAt(doc, path);
-        break;
-      case "move": {
-        if (typeof op.from !== "string") throw badRequest("move requires from");
-        const v = removeAt(doc, op.from);
-        doc = addAt(doc, path, v, false);
-        break;
-      }
-      case "copy": {
-        if (typeof op.from !== "string") throw badRequest("copy requires from");
-        doc = addAt(doc, path, structuredClone(getAt(doc, op.from)), false);
-        break;
-      }
-      case "test":
-        if (JSON.stringify(getAt(doc, path)) !== JSON.stringify(op.value)) throw unprocessable(`testing value ${path} failed`);
-        break;
-      default:
-        throw badRequest(`unexpected json patch operation ${JSON.stringify(op.op)}`);
-    }
+    if (!OPS.has(op.op)) throw badRequest(`unexpected json patch operation ${JSON.stringify(op.op)}`);
+    if ((op.op === "move" || op.op === "copy") && typeof op.from !== "string") throw badRequest(`${op.op} requires from`);
   }
-  return doc;
+  // Cloned so that no value of the patch is shared with the stored object.
+  const ops = structuredClone(patch) as jsonpatch.Operation[];
+  try {
+    return jsonpatch.applyPatch(structuredClone(target), ops, true, true).newDocument;
+  } catch (e) {
+    // Everything it throws is about the patch (its own errors, and a TypeError
+    // for a path through __proto__). Its messages carry the whole document
+    // after the first line: keep the line. Its index is 0 for some errors, so
+    // the operation is found by identity.
+    const i = e instanceof jsonpatch.JsonPatchError ? ops.indexOf(e.operation as jsonpatch.Operation) : -1;
+    const op = ops[i];
+    const at = op === undefined ? "" : ` (operation ${i}: ${op.op} ${JSON.stringify(op.path)})`;
+    const why = e instanceof Error ? (e.message.split("\n")[0] ?? e.name) : String(e);
+    throw unprocessable(`the json patch does not apply${at}: ${why}`);
+  }
 }

@@ -15,7 +15,8 @@ import { admit, matches, type AdmissionOperation, type MutatingWebhook } from ".
 import { decodeContinue, encodeContinue } from "./continue.ts";
 import { apiGroup, coreVersions, groupList, groupsOf, resourceList, rootPaths, VERSION_INFO } from "./discovery.ts";
 import { effectiveGate, gateEnabled, watchFiltered, type EffectiveGate } from "./gate.ts";
-import { goJson, isRecord } from "./json.ts";
+import { goJson } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { selectPage, type Page, type ServingPath } from "./list.ts";
 import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
 import { patchTypeOf, type PatchType } from "./patch.ts";

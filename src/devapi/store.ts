@@ -10,7 +10,8 @@
  */
 import { randomInt, randomUUID } from "node:crypto";
 import { fnv1a64Into } from "../shard/hash.ts";
-import { canonicalTyped, canonicalUnstructured, goJson, isRecord, orderedMeta } from "./json.ts";
+import { canonicalTyped, canonicalUnstructured, goJson, orderedMeta } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 import { applyJsonPatch, applyMergePatch, type PatchType } from "./patch.ts";
 import { parseLabelSelector, matchLabels } from "./selectors.ts";
 import { alreadyExists, badRequest, conflict, expired, invalid, notFound, pathNotFound, type Qualified } from "./status.ts";

@@ -3,8 +3,21 @@
  * one-row tables a Table watch sends. Pure: the clock is a parameter.
  */
 import { goJson } from "./json.ts";
-import type { StoredObject } from "./store.ts";
 import type { KubeObject, TableColumn } from "./types.ts";
+
+/**
+ * What printing reads of a stored version (the store's StoredObject is one).
+ * Named here, not imported, because the store takes its default columns
+ * from this file: the two would import each other.
+ */
+export interface PrintedObject {
+  readonly name: string;
+  readonly object: KubeObject;
+  /** The whole object's bytes. */
+  readonly full: Buffer;
+  /** The object's `metadata` bytes. */
+  readonly metaJson: Buffer;
+}
 
 export type IncludeObject = "None" | "Metadata" | "Object";
 
@@ -90,12 +103,12 @@ export function columnDefinitionsJson(columns: readonly TableColumn[]): string {
   return goJson([NAME_COLUMN, ...columns.map(({ name, type, format, description, priority }) => ({ name, type, format, description, priority }))]);
 }
 
-export function pomJson(o: StoredObject, version: string): Buffer {
+export function pomJson(o: PrintedObject, version: string): Buffer {
   return Buffer.concat([Buffer.from(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/${version}","metadata":`), o.metaJson, Buffer.from("}")]);
 }
 
 /** One `rows[]` entry. */
-export function rowJson(o: StoredObject, columns: readonly TableColumn[], include: IncludeObject, version: string, now: number): Buffer {
+export function rowJson(o: PrintedObject, columns: readonly TableColumn[], include: IncludeObject, version: string, now: number): Buffer {
   const cells = [o.name, ...columns.map((c) => c.cell(o.object, now))];
   const head = Buffer.from(`{"cells":${goJson(cells)}`);
   if (include === "None") return Buffer.concat([head, Buffer.from("}")]);

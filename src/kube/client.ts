@@ -21,6 +21,7 @@ import { http as nodeHttp } from "../node-builtins.ts";
 import * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";
+import { isRecord } from "../is-record.ts";
 
 /** A non-2xx answer. `statusCode` is what callers branch on (404, 409, 410). */
 export class ApiError extends ShardcarError {
@@ -197,10 +198,6 @@ function timeoutError(message: string): Error {
   const e = new ShardcarError("SHARDCAR_ERR_UPSTREAM", message);
   e.name = "TimeoutError";
   return e;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** The error for a non-2xx answer: the Status message if the body is a Status, else the HTTP reason phrase. */

@@ -15,6 +15,7 @@ import { fs } from "../node-builtins.ts";
 import { dirname, isAbsolute, join } from "node:path";
 import { ConfigError } from "../errors.ts";
 import type { DirectConnectionOptions } from "./client.ts";
+import { isRecord } from "../is-record.ts";
 
 export interface KubeconfigCluster {
   readonly name: string;
@@ -32,10 +33,6 @@ export interface KubeconfigFile {
   readonly connection: DirectConnectionOptions | undefined;
   /** Why the credentials need client-node (e.g. `exec`), or undefined when they do not. */
   readonly needsClientNode: string | undefined;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function named(list: unknown, name: string, key: string): Record<string, unknown> | undefined {

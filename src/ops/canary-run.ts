@@ -9,7 +9,8 @@ import { ShardcarError } from "../errors.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains } from "../shard/range.ts";
 import { CANARY_LABEL, canaryBody, canaryOk, namespaceIn, ownerNeeding, type CanaryReport, type CanaryResult } from "./canary.ts";
-import { isRecord, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { isRecord } from "../is-record.ts";
 import { objectRef } from "./lists.ts";
 import type { Owner, OwnerSet } from "./owners.ts";
 

@@ -7,7 +7,7 @@
 import { fnv1a64 } from "../shard/hash.ts";
 import { complement, contains, makeRange, type Range } from "../shard/range.ts";
 import type { ShardSpec } from "../shard/spec.ts";
-import { inspectCertificate, isSignedBy, splitPemBundle } from "../webhook/pki.ts";
+import { inspectCertificate, isSignedBy, splitPemBundle } from "../pki/inspect.ts";
 import { RING_GROUP, RING_PLURAL } from "../ring/names.ts";
 
 export type CheckStatus = "pass" | "warn" | "fail" | "skip";

@@ -13,9 +13,10 @@ import * as https from "node:https";
 import { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";
 import type { ShardedResource } from "../shard/spec.ts";
-import { isRecord, resourceName, type ResolvedResource } from "./resource.ts";
+import { resourceName, type ResolvedResource } from "./resource.ts";
+import { isRecord } from "../is-record.ts";
 
-export { groupVersion, isRecord, resourceName, resourcePath, statusMessage, type ResolvedResource } from "./resource.ts";
+export { groupVersion, resourceName, resourcePath, statusMessage, type ResolvedResource } from "./resource.ts";
 
 export interface KubeResponse {
   readonly status: number;

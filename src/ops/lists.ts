@@ -6,7 +6,8 @@
 import { ShardcarError } from "../errors.ts";
 import { keyValue, type ResourceKey } from "../shard/slots.ts";
 import type { KubeClient } from "./kube.ts";
-import { isRecord, statusMessage } from "./resource.ts";
+import { statusMessage } from "./resource.ts";
+import { isRecord } from "../is-record.ts";
 
 export interface ListOptions {
   /** Ask for PartialObjectMetadataList: a fraction of the bytes, and all the tools read. */

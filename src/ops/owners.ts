@@ -13,6 +13,7 @@ import { split, contains } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, SLOTS_ANNOTATION } from "../ring/names.ts";
 import { parseSlots } from "../ring/table.ts";
+import { isRecord } from "../is-record.ts";
 
 export interface Owner {
   /** `0/3` for static ranges; the member (pod) name in a ring. */
@@ -54,10 +55,6 @@ export interface RingRead {
   /** `status` of the ShardRing (undefined when it has none yet). */
   readonly status: unknown;
   readonly leases: readonly MemberLease[];
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 interface CommittedTable {

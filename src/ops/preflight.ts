@@ -23,7 +23,8 @@ import {
   type ProbeOutcome,
   type WebhookEntryObservation,
 } from "./checks.ts";
-import { isRecord, resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { isRecord } from "../is-record.ts";
 import { readLabelRing, runLabelAudit } from "./audit-run.ts";
 import { judgeLabelAudit, judgeLabelRing, judgeLabelWebhook, type WebhookRulesObservation } from "./label-audit.ts";
 import { listAll, objectKey, shardInfoOf } from "./lists.ts";

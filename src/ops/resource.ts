@@ -3,10 +3,7 @@
  * and the small JSON readers they share. Pure: no I/O.
  */
 import type { ShardedResource } from "../shard/spec.ts";
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+import { isRecord } from "../is-record.ts";
 
 /** `message` of a Kubernetes Status body, if it is one. */
 export function statusMessage(body: unknown): string | undefined {

@@ -11,52 +11,29 @@ import { getHeapSpaceStatistics } from "node:v8";
 import { http } from "../node-builtins.ts";
 import { Registry } from "../prom.ts";
 import { ConfigError } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { ShardedResource } from "../shard/spec.ts";
 import { formatBound } from "../shard/hash.ts";
 import { createAdminServer, type ReadinessCheck } from "./admin.ts";
 import { indexResources } from "./classify.ts";
 import { createFront } from "./front.ts";
 import { ProxyMetrics } from "./metrics.ts";
-import type { LockSpec } from "./lock-rename.ts";
-import type { ProxyFiltering } from "./filtering.ts";
-import type { OwnershipSource } from "./ownership.ts";
-import { ShardProxy, type FallbackPolicy } from "./server.ts";
-import type { Upstream } from "./upstream.ts";
+import { ShardProxy, type ShardProxyOptions } from "./server.ts";
 
 export interface ListenAddress {
   readonly host: string;
   readonly port: number;
 }
 
-export interface ProxyConfig {
+/**
+ * The handler's options (documented on `ShardProxyOptions` in server.ts),
+ * passed through as they are, and the listeners around it. The metrics are
+ * made here, on `registry`.
+ */
+export interface ProxyConfig extends Omit<ShardProxyOptions, "metrics" | "failBufferBytes" | "random"> {
   readonly listen: ListenAddress;
   readonly admin?: ListenAddress;
   readonly tls?: { readonly key: string; readonly cert: string };
-  readonly upstream: Upstream;
-  readonly resources: readonly ShardedResource[];
-  readonly ownership: OwnershipSource;
-  readonly fallback: FallbackPolicy;
-  /** See `ShardProxyOptions.filtering` in server.ts. */
-  readonly filtering?: ProxyFiltering;
-  readonly logger: Logger;
   readonly registry?: Registry;
   readonly readiness?: readonly ReadinessCheck[];
-  readonly bookmarkIntervalMs?: number;
-  readonly relistJitterMs?: number;
-  /** See `ShardProxyOptions.syntheticDeletes` in server.ts. */
-  readonly syntheticDeletes?: boolean;
-  /** See `ShardProxyOptions.waitForRangesMs` in server.ts. */
-  readonly waitForRangesMs?: number;
-  /** See `ShardProxyOptions.betweenListAndWatchMs` in server.ts. */
-  readonly betweenListAndWatchMs?: number;
-  /** See `ShardProxyOptions.watcherQuietMs` in server.ts. */
-  readonly watcherQuietMs?: number;
-  readonly maxItemBytes?: number;
-  /** TEST-ONLY: see `ShardProxyOptions.unsafeSkipWatchFilter` in server.ts. */
-  readonly unsafeSkipWatchFilter?: boolean;
-  /** Per-shard leader election (`--leader-election`); see `ShardProxyOptions.lock`. */
-  readonly lock?: { readonly spec: LockSpec; readonly identity: string };
 }
 
 export interface RunningProxy {
@@ -127,24 +104,9 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   }
   const registry = cfg.registry ?? new Registry();
   const metrics = new ProxyMetrics(registry);
-  const proxy = new ShardProxy({
-    upstream: cfg.upstream,
-    resources: cfg.resources,
-    ownership: cfg.ownership,
-    fallback: cfg.fallback,
-    ...(cfg.filtering === undefined ? {} : { filtering: cfg.filtering }),
-    logger: cfg.logger,
-    metrics,
-    ...(cfg.bookmarkIntervalMs === undefined ? {} : { bookmarkIntervalMs: cfg.bookmarkIntervalMs }),
-    ...(cfg.relistJitterMs === undefined ? {} : { relistJitterMs: cfg.relistJitterMs }),
-    ...(cfg.syntheticDeletes === undefined ? {} : { syntheticDeletes: cfg.syntheticDeletes }),
-    ...(cfg.waitForRangesMs === undefined ? {} : { waitForRangesMs: cfg.waitForRangesMs }),
-    ...(cfg.betweenListAndWatchMs === undefined ? {} : { betweenListAndWatchMs: cfg.betweenListAndWatchMs }),
-    ...(cfg.watcherQuietMs === undefined ? {} : { watcherQuietMs: cfg.watcherQuietMs }),
-    ...(cfg.maxItemBytes === undefined ? {} : { maxItemBytes: cfg.maxItemBytes }),
-    ...(cfg.unsafeSkipWatchFilter === true ? { unsafeSkipWatchFilter: true } : {}),
-    ...(cfg.lock === undefined ? {} : { lock: cfg.lock }),
-  });
+  // The listeners' part stays here: the handler is given only its own options.
+  const { listen: _listen, admin: _admin, tls: _tls, registry: _registry, readiness: _readiness, ...handler } = cfg;
+  const proxy = new ShardProxy({ ...handler, metrics });
   // No request reaches the proxy's handlers but through the front (target
   // made the forwarded one, sharded upgrades refused, throws answered 500).
   const front = createFront({ handle: proxy.handle, handleUpgrade: proxy.handleUpgrade, index: indexResources(cfg.resources), logger: cfg.logger, metrics });

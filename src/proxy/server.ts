@@ -20,7 +20,7 @@ import { classify, indexResources, type ResourceIndex, type ResourceRequest } fr
 import { lineageKey, Lineages, ListSink, RvSink, WatchSink, type Lineage, type ResumePoint } from "./delivered.ts";
 import { recordedPoint, rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
-import type { Ownership, OwnershipSource } from "./ownership.ts";
+import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
 import { RecentKeys, RecordingMatcher } from "./recent.ts";
 import { RelistTracker } from "./relist.ts";
@@ -31,11 +31,11 @@ import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
 import { createJsonListTap, createJsonWatchTap } from "./scan/json-tap.ts";
 import { createProtoListTap, createProtoWatchTap } from "./scan/proto-tap.ts";
 import type { ObjectKey } from "./scan/object-key.ts";
-import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/stats.ts";
+import type { ListFilterStats, NarrowableWatchFilter, WatchFilterStats } from "./scan/filter-contract.ts";
 import type { DeliveredObject } from "./scan/tap.ts";
 import { syntheticDelete } from "./synthetic-delete.ts";
 import { sendStatus } from "./status.ts";
-import { watchErrorEvent } from "./watch-error.ts";
+import { watchErrorEvent } from "./scan/status-encoding.ts";
 import type { Upstream } from "./upstream.ts";
 
 export type FallbackPolicy = "filter" | "fail";

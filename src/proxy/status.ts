@@ -1,35 +1,15 @@
 /**
  * The proxy's own error answers, shaped as Kubernetes `Status` objects so
- * clients surface them like any apiserver error.
+ * clients surface them like any apiserver error: written on a response, or
+ * on the raw socket of a refused upgrade. The bytes of a Status, in either
+ * encoding and as a watch ERROR event, are scan/status-encoding.ts.
  */
 import type { ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 // Not an ES import of node:http: it would load undici (src/node-builtins.ts).
 import { http } from "../node-builtins.ts";
-
-export interface StatusBody {
-  readonly kind: "Status";
-  readonly apiVersion: "v1";
-  readonly metadata: Record<string, never>;
-  readonly status: "Failure";
-  readonly message: string;
-  readonly reason: string;
-  readonly code: number;
-}
-
-const REASONS: Record<number, string> = {
-  400: "BadRequest",
-  406: "NotAcceptable",
-  410: "Expired",
-  500: "InternalError",
-  502: "InternalError",
-  503: "ServiceUnavailable",
-};
-
-export function statusBody(code: number, message: string, reason = REASONS[code] ?? ""): StatusBody {
-  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
-}
+import { statusBody } from "./scan/status-encoding.ts";
 
 /** Writes a JSON Status response, unless headers already went out. */
 export function sendStatus(res: ServerResponse, code: number, message: string, reason?: string): void {
@@ -65,9 +45,4 @@ export function endWithStatus(socket: Duplex, code: number, message: string, rea
   const body = JSON.stringify(statusBody(code, message, reason));
   const head = `HTTP/1.1 ${code} ${http.STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
   socket.end(head + body);
-}
-
-/** A JSON watch ERROR event line carrying a Status. */
-export function jsonWatchErrorLine(code: number, message: string, reason?: string): string {
-  return JSON.stringify({ type: "ERROR", object: statusBody(code, message, reason) }) + "\n";
 }

@@ -9,7 +9,7 @@
  */
 import type { Encoding } from "./accept.ts";
 import { META_ANNOTATIONS, META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "./scan/proto-object.ts";
-import { envelope, typeMeta, watchEventFrame } from "./scan/proto-status.ts";
+import { envelope, typeMeta, watchEventFrame } from "./scan/proto-frames.ts";
 import { lenField, stringField } from "./scan/proto-wire.ts";
 import type { DeliveredObject } from "./scan/tap.ts";
 

@@ -16,6 +16,7 @@ import type { Logger } from "../log.ts";
 import type { Clock } from "./clock.ts";
 import { APPLIED_ANNOTATION, FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, RING_GROUP, RING_KIND, RING_LABEL, RING_PLURAL, RING_VERSION } from "./names.ts";
 import type { LeaseView } from "./times.ts";
+import { isRecord } from "../is-record.ts";
 
 /** The HTTP status of a failed API call or watch, if it has one. */
 export function httpStatus(e: unknown): number | undefined {
@@ -66,10 +67,6 @@ export interface RingObject {
   metadata?: ObjectMetaLike;
   spec?: unknown;
   status?: unknown;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function asRing(v: unknown): RingObject {

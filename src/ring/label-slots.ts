@@ -17,6 +17,7 @@ import { ConfigError } from "../errors.ts";
 import { formatSlot, keyValue, parseSlot, slotLabelKey, slotOfValue, type KeyMetadata, type ResourceKey } from "../shard/slots.ts";
 import { parseResources } from "../shard/spec.ts";
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../shard/table.ts";
+import { isRecord } from "../is-record.ts";
 
 /** How a ring's proxies ask the server to filter. */
 export const FilterMode = { ShardSelector: "shardselector", Labels: "labels" } as const;
@@ -42,10 +43,6 @@ export type LabelSpecResult = { readonly ok: true; readonly value: LabelSpec } |
 // A ShardRing spec field; far above any real list of resources, low enough
 // that a pasted novel is refused before it is parsed.
 const MAX_RESOURCES_LENGTH = 4096;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /**
  * `spec.filter` and `spec.resources` of a ShardRing. Absent fields are the

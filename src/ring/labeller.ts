@@ -21,6 +21,7 @@ import { labelSlotConfig, type LabelSlotConfig } from "./label-slots.ts";
 import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingEvent, type LabellingPolicy, type LabellingState, type ObjectMeta, type RingProgress } from "./labelling.ts";
 import type { LeaderTask, RingStatusExtra } from "./coordinator.ts";
 import type { RingCondition } from "./table.ts";
+import { isRecord } from "../is-record.ts";
 
 export interface LabelSlotSource {
   /** `undefined` until the first ShardRing list. */
@@ -98,10 +99,6 @@ function metricsOf(registry: Registry): LabellerMetrics {
     listErrors: get("shardcar_labeller_list_errors_total", () => new Counter({ name: "shardcar_labeller_list_errors_total", help: "Failed metadata lists or watches of a labelled resource (retried).", labelNames: ["resource"], registers: [registry] })),
     delay: get("shardcar_labeller_delay_seconds", () => new Histogram({ name: "shardcar_labeller_delay_seconds", help: "From the labeller first seeing an object without its right slot label to its PATCH succeeding; add the watch's own delay for the time it was in no cache.", labelNames: ["resource"], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800], registers: [registry] })),
   };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** The few fields of a PartialObjectMetadata the labeller keeps (slot labels only; the controller reference only). */

@@ -18,7 +18,7 @@ import type { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
 import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import type { Ownership, OwnershipSource } from "../proxy/ownership.ts";
+import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { equal, ratio, type Range } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { systemClock, type Clock } from "./clock.ts";

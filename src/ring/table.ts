@@ -8,6 +8,7 @@
  * Pure: no clock, no I/O. Timestamps are parsed, never read.
  */
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT, slotsOf, type SlotOwners } from "../shard/table.ts";
+import { isRecord } from "../is-record.ts";
 
 export const HandoffMode = { Overlap: "overlap", Exclusive: "exclusive" } as const;
 export type HandoffMode = (typeof HandoffMode)[keyof typeof HandoffMode];
@@ -167,10 +168,6 @@ export function parseSlots(text: string, slotCount: number): Decoded<number[]> {
     for (let s = a; s <= b; s++) out.push(s);
   }
   return { ok: true, value: out };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 const MEMBER_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;

@@ -32,7 +32,8 @@ import {
   type V1Secret,
 } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
-import { createLocalCa, inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle, type TlsMaterial } from "./pki.ts";
+import { createLocalCa, type TlsMaterial } from "../pki/ca.ts";
+import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../pki/inspect.ts";
 
 /** What the Secret holds (decoded), under the standard `kubernetes.io/tls` keys. */
 export interface WebhookSecretData {

@@ -51,4 +51,4 @@ export {
   webhookDnsNames,
   type CertificateSource,
 } from "./certs.ts";
-export type { TlsMaterial } from "./pki.ts";
+export type { TlsMaterial } from "../pki/ca.ts";

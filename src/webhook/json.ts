@@ -5,13 +5,16 @@
  * survive untouched, so everything here reads the raw parsed JSON.
  */
 
+import { isRecord } from "../is-record.ts";
+
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 export interface JsonObject {
   [key: string]: JsonValue;
 }
 
+/** `isRecord`, for values already known to be parsed JSON. */
 export function isObject(v: unknown): v is JsonObject {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
+  return isRecord(v);
 }
 
 /** `v` as an object, or `undefined` when it is absent or not an object. */

@@ -15,7 +15,7 @@ import type { LabelSlotConfig } from "../ring/label-slots.ts";
 import type { InjectorConfig } from "./config.ts";
 import { isObject, obj, str } from "./json.ts";
 import { reviewLabelAdmission, type LabelOutcome } from "./label-review.ts";
-import type { TlsMaterial } from "./pki.ts";
+import type { TlsMaterial } from "../pki/ca.ts";
 import { completeReview, errored, type AdmissionReviewResponse } from "./response.ts";
 import { reviewPodAdmission, type ReviewOutcome } from "./review.ts";
 

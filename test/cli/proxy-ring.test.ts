@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { LEASES, startDevApi, type DevApi } from "../../src/devapi/index.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { until } from "../support/wait.ts";
 
 const CHILD = fileURLToPath(new URL("../support/proxy-child.ts", import.meta.url));

@@ -9,7 +9,7 @@ import t from "tap";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { MutatingWebhook } from "../../src/devapi/index.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { call, withApi, type Json } from "./helpers.ts";
 
 interface Hook {

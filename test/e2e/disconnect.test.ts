@@ -6,7 +6,7 @@ import t from "tap";
 import { request } from "node:http";
 import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";

@@ -8,7 +8,7 @@ import { execFile, spawn, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
 import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";

@@ -11,7 +11,7 @@
 import t from "tap";
 import { startDevApi, type DevApi } from "../../src/devapi/index.ts";
 import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
-import { MutableOwnership, StaticOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership, StaticOwnership } from "../../src/shard/ownership.ts";
 import { formatSlot, parseSlot, slotLabelKey, slotOfValue, slotsOfRanges } from "../../src/shard/slots.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";

@@ -8,12 +8,12 @@ import { startDevApi } from "../../src/devapi/index.ts";
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
 import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { startElector, type Elector } from "../support/elector.ts";
 import { until } from "../support/wait.ts";
 

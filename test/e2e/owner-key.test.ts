@@ -10,7 +10,7 @@
  */
 import t, { type Test } from "tap";
 import { startDevApi, type DevApi, type GateMode, type KubeObject } from "../../src/devapi/index.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, split, type Range } from "../../src/shard/range.ts";
 import { controllerOwnerUid, keyValue, type ResourceKey } from "../../src/shard/slots.ts";

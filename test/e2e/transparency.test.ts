@@ -26,7 +26,7 @@ import { defaultInjectorConfig } from "../../src/webhook/config.ts";
 import { decideInjection } from "../../src/webhook/decide.ts";
 import type { JsonObject } from "../../src/webhook/json.ts";
 import { buildInjectionPatch } from "../../src/webhook/patch.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { eventually } from "../support/cluster.ts";
 
 const BIN = fileURLToPath(new URL("../../src/cli/bin.ts", import.meta.url));

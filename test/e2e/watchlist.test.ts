@@ -10,12 +10,12 @@ import { Watch } from "@kubernetes/client-node";
 import { seedPods, startDevApi, type GateMode } from "../../src/devapi/index.ts";
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { eventually, expectedShard, startChurn } from "../support/cluster.ts";
 
 interface Obj {

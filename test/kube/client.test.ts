@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { startDevApi } from "../../src/devapi/index.ts";
 import { ApiClient, ApiError, directConnection, TokenFile, type SetTimer } from "../../src/kube/client.ts";
 import { describe, isConflict, isNotFound, LeaseApi, microTime, timeOf } from "../../src/ring/kube.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { until } from "../support/wait.ts";
 
 const LEASE = (name: string): Record<string, unknown> => ({

@@ -6,7 +6,7 @@
  */
 import t from "tap";
 import { CANARY_LABEL } from "../../src/ops/canary.ts";
-import { MutableOwnership, StaticOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership, StaticOwnership } from "../../src/shard/ownership.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";
 import { startCluster } from "../support/cluster.ts";
 import { until } from "../support/wait.ts";

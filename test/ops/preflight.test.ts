@@ -5,7 +5,7 @@
  * the RBAC, lock, webhook and label checks each find what is wrong.
  */
 import t from "tap";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { webhookDnsNames } from "../../src/webhook/certs.ts";
 import type { GateMode } from "../../src/devapi/index.ts";
 import { cli, releasesCrd, startOpsCluster, type OpsCluster } from "./support.ts";

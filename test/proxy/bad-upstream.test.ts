@@ -7,7 +7,7 @@ import t from "tap";
 import { createServer, request, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";

@@ -17,7 +17,7 @@ import { indexResources } from "../../src/proxy/classify.ts";
 import { createFront } from "../../src/proxy/front.ts";
 import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
 import { ProxyMetrics } from "../../src/proxy/metrics.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { endWithStatus } from "../../src/proxy/status.ts";
 import { makeUpstream, type Upstream } from "../../src/proxy/upstream.ts";

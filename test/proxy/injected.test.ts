@@ -8,9 +8,10 @@ import type { AddressInfo } from "node:net";
 import { createServer as createHttpsServer } from "node:https";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { silentLogger } from "../../src/log.ts";
-import { startInjectedMode, type InjectedMode, type InjectedModeOptions } from "../../src/proxy/injected/index.ts";
+import { startInjectedMode, type InjectedMode, type InjectedModeOptions } from "../../src/proxy/injected/mode.ts";
 import { POD_TLS_DIR } from "../../src/proxy/injected/pod-tls.ts";
-import { createLocalCa, isSignedBy, splitPemBundle } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
+import { isSignedBy, splitPemBundle } from "../../src/pki/inspect.ts";
 import { until } from "../support/wait.ts";
 
 const CLUSTER_CA = (await createLocalCa("kubernetes", new Date(), 3600_000)).certPem;

@@ -21,7 +21,7 @@
  * kept as `todo` for the proxy's handoff ledger (see their todo texts).
  */
 import t, { type Test } from "tap";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
 import { eventually, until } from "../support/wait.ts";

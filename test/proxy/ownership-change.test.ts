@@ -8,7 +8,7 @@ import t from "tap";
 import { request } from "node:http";
 import { seedPods, startDevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { RelistTracker } from "../../src/proxy/relist.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";

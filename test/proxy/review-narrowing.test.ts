@@ -17,7 +17,7 @@
  */
 import t from "tap";
 import { request } from "node:http";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
 import { uidIn, pod, listBody, event, get, watch, sleep, until, setup, LOW, HIGH } from "./support/scripted-upstream.ts";
 

@@ -30,7 +30,7 @@
  *       relisted, so the generation is applied with neither cache relisted
  */
 import t from "tap";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { FULL_RANGE, shardRange } from "../../src/shard/range.ts";
 import { uidIn, pod, listBody, get, watch, sleep, until, setup, LOW, HIGH } from "./support/scripted-upstream.ts";
 

@@ -27,7 +27,7 @@
  */
 import t from "tap";
 import { connect, type Socket } from "node:net";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
 import { uidIn, pod, listBody, get, type ClientWatch, watch, sleep, until, setup, LOW, HIGH } from "./support/scripted-upstream.ts";
 

@@ -10,14 +10,14 @@ import { Watch } from "@kubernetes/client-node";
 import { seedPods, startDevApi, type DevApi, type GateMode } from "../../src/devapi/index.ts";
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { cacheContents, eventually, expectedShard, keyValue, startChurn, startCluster, type Cluster } from "../support/cluster.ts";
 import { until } from "../support/wait.ts";
 

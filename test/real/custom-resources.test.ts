@@ -6,7 +6,7 @@
  * and deliver exactly the shard; with the gate off it must drop the rest.
  */
 import t from "tap";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import { canonicalSelector } from "../../src/shard/selector.ts";
 import { parseResources } from "../../src/shard/spec.ts";

@@ -10,7 +10,7 @@ import t from "tap";
 import { connect } from "node:net";
 import { startPodReplica } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/proxy/ownership.ts";
+import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";
 import { parseResources } from "../../src/shard/spec.ts";

@@ -21,7 +21,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { load } from "js-yaml";
 import type { runCoordinator as RunCoordinator } from "../../src/ring/coordinator.ts";
 import type { RingMember as RingMemberClass } from "../../src/ring/member.ts";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { equal, FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";

@@ -9,7 +9,7 @@
  * narrower shard.
  */
 import t from "tap";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";

@@ -19,7 +19,7 @@ import type { LabelSlotConfig } from "../../src/ring/label-slots.ts";
 import { Labeller, watchLabelSlotConfig, type LabelSlotSource } from "../../src/ring/labeller.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { startWebhookServer, type WebhookServer } from "../../src/webhook/server.ts";
 import { testConfig } from "../webhook/support.ts";
 import { clusterClock } from "../support/wait.ts";

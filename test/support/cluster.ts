@@ -7,7 +7,7 @@ import type { Test } from "tap";
 import { startDevApi, seedPods, type DevApi, type GateMode, type KubeObject } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership, type OwnershipSource } from "../../src/proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, split, type Range } from "../../src/shard/range.ts";
 import type { ShardKey } from "../../src/shard/selector.ts";

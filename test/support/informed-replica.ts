@@ -10,11 +10,11 @@ import { CoreV1Api, makeInformer, type Informer, type KubernetesObject, type Obj
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../../src/proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import type { ShardedResource } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 
 export type CoreResource = "pods" | "configmaps";
 

@@ -26,7 +26,7 @@ import {
   type WebhookConfigStore,
   type WebhookSecretData,
 } from "../../src/webhook/certs.ts";
-import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../../src/webhook/pki.ts";
+import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../../src/pki/inspect.ts";
 import { eventually } from "../support/wait.ts";
 
 const DAY = 24 * 3600_000;

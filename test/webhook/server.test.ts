@@ -7,7 +7,7 @@ import { connect } from "node:tls";
 import { request } from "node:https";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { reviewPodAdmission } from "../../src/webhook/review.ts";
 import { MAX_REVIEW_BYTES } from "../../src/webhook/server.ts";
 import { reviewFor, startTestWebhook, testConfig, type HttpAnswer } from "./support.ts";

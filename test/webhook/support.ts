@@ -6,7 +6,7 @@
 import { request } from "node:https";
 import { silentLogger } from "../../src/log.ts";
 import { defaultInjectorConfig, type InjectorConfig } from "../../src/webhook/config.ts";
-import { createLocalCa } from "../../src/webhook/pki.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
 import { startWebhookServer, type WebhookServer, type WebhookServerOptions } from "../../src/webhook/server.ts";
 
 export const TEST_IMAGE = "ghcr.io/shardcar/shardcar:0.1.0";

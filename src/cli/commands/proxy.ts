@@ -7,10 +7,10 @@ import { join } from "node:path";
 import type { Logger } from "../../log.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
 import { parseLockSpec } from "../../proxy/lock-rename.ts";
-import type { InjectedMode } from "../../proxy/injected/index.ts";
+import type { InjectedMode } from "../../proxy/injected/mode.ts";
 import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../../proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
 import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
@@ -287,7 +287,7 @@ Examples:
     let tls: { cert: string; key: string } | undefined;
     let injectedMode: InjectedMode | undefined;
     if (injected) {
-      const { startInjectedMode } = await import("../../proxy/injected/index.ts");
+      const { startInjectedMode } = await import("../../proxy/injected/mode.ts");
       injectedMode = await startInjectedMode({
         sharedDir: values["sa-dir"] ?? "",
         realServiceAccountDir: realSaDir,

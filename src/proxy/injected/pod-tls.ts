@@ -20,7 +20,8 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../../log.ts";
-import { createLocalCa, inspectCertificate, isSignedBy, keyMatchesCertificate, type TlsMaterial } from "../../webhook/pki.ts";
+import { createLocalCa, type TlsMaterial } from "../../pki/ca.ts";
+import { inspectCertificate, isSignedBy, keyMatchesCertificate } from "../../pki/inspect.ts";
 
 /** The directory, inside the shared emptyDir, that holds the pod's TLS state. */
 export const POD_TLS_DIR = ".shardcar-proxy";

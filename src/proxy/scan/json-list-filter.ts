@@ -27,22 +27,11 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import { JsonKeyReader, jsonKeyPaths, pathsPerKey } from "./json-key.ts";
-import {
-  coalesce,
-  compilePaths,
-  decodeJsonString,
-  DEFAULT_MAX_DEPTH,
-  JsonScanner,
-  KIND_ARRAY,
-  KIND_OBJECT,
-  type PathNode,
-  type ScanSink,
-  type ValueKind,
-} from "./json-scanner.ts";
+import { coalesce, compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_ARRAY, KIND_OBJECT, runFilterStep, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
-import type { ListFilterStats } from "./stats.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, type ListFilterStats } from "./filter-contract.ts";
 
-export type { ListFilterStats } from "./stats.ts";
+export type { ListFilterStats } from "./filter-contract.ts";
 
 export interface ListFilterOptions {
   /** The replica's ranges. */
@@ -53,20 +42,11 @@ export interface ListFilterOptions {
   readonly onUnlabelled?: (object: string) => void;
   /** The exact selector the proxy sent upstream; a `shardInfo.selector` equal to it selects the fast path. */
   readonly sentSelector?: string;
-  /** Largest item (or list head) accepted; larger fails with `SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE`. Default {@link DEFAULT_MAX_ITEM_BYTES}. */
+  /** Largest item (or list head) accepted; larger fails with `SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE`. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
   readonly maxItemBytes?: number;
   /** Nesting limit; deeper fails with `SHARDCAR_ERR_SCAN_DEPTH`. Default 10000, as Go's encoding/json. */
   readonly maxDepth?: number;
 }
-
-/**
- * etcd refuses requests over 1.5 MiB by default, which bounds a stored object;
- * its JSON can be a few times its protobuf size, and a Table row with
- * `includeObject=Object` carries the object plus cells. 16 MiB is ten times
- * the etcd bound: no real item is refused, and one stuck stream holds at most
- * this much.
- */
-export const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 
 // Node ids for the paths this filter reads.
 const ROOT = 1;
@@ -164,7 +144,7 @@ class ListFilterEngine implements ScanSink {
     this.reader = new JsonKeyReader(opts.key, KEY_BASE);
     this.onUnlabelled = opts.onUnlabelled;
     this.sentSelector = opts.sentSelector;
-    this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
+    this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_OBJECT_BYTES;
     this.scanner = new JsonScanner(LIST_PATHS(opts.key), this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxItemBytes,
@@ -502,27 +482,11 @@ class JsonListFilter extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    let out: Buffer[];
-    try {
-      out = this.#engine.write(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.write(chunk), (parts) => this.#send(parts));
   }
 
   override _flush(callback: TransformCallback): void {
-    let out: Buffer[];
-    try {
-      out = this.#engine.end();
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.end(), (parts) => this.#send(parts));
   }
 
   #send(parts: Buffer[]): void {

@@ -254,6 +254,23 @@ export function decodeJsonString(buf: Buffer, start: number, end: number, escape
 }
 
 /**
+ * One step of a JSON filter's engine inside its Transform's callback: what
+ * the step returns is sent, what it throws (a ScanError) fails the stream,
+ * so the proxy cuts the response rather than pass what it could not judge.
+ */
+export function runFilterStep(callback: (err?: Error | null) => void, step: () => Buffer[], send: (parts: Buffer[]) => void): void {
+  let out: Buffer[];
+  try {
+    out = step();
+  } catch (err) {
+    callback(err as Error);
+    return;
+  }
+  send(out);
+  callback();
+}
+
+/**
  * Merges output pieces that are adjacent views of the same memory (a run of
  * kept input split by mode switches) into one view each, without copying, and
  * drops empty ones. What cannot be merged stays a separate piece.
@@ -578,6 +595,9 @@ export class JsonScanner {
             if (!capture) this.cur[depth] = null;
             this.pendingKeyStart = base + i;
           }
+          // Performance twin of the string value below (A_STRING): the same
+          // steps for a key, written out in the scan loop rather than shared
+          // through a call, as every state of this loop is. Change both.
           i++;
           this.strEscaped = false;
           const q = this.stringEnd(buf, i, len, base);
@@ -649,6 +669,8 @@ export class JsonScanner {
             }
           }
           if (c === QUOTE) {
+            // Performance twin of the key string above (S_KEY): written out
+            // in the scan loop, not shared through a call. Change both.
             i++;
             this.strEscaped = false;
             const capture = node !== null && node.id !== 0;

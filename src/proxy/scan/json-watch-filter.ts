@@ -19,58 +19,18 @@ import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
 import { JsonKeyReader, jsonKeyPaths, KEY_NODE_IDS, pathsPerKey } from "./json-key.ts";
-import {
-  bytesEqual,
-  coalesce,
-  compilePaths,
-  decodeJsonString,
-  DEFAULT_MAX_DEPTH,
-  JsonScanner,
-  KIND_ARRAY,
-  KIND_OBJECT,
-  type PathNode,
-  type ScanSink,
-  type ValueKind,
-} from "./json-scanner.ts";
-import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
+import { bytesEqual, coalesce, compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_ARRAY, KIND_OBJECT, runFilterStep, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
+import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
-import type { WatchFilterStats } from "./stats.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
+import { jsonWatchErrorLine } from "./status-encoding.ts";
 
-export type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
-import type { NarrowableWatchFilter } from "./stats.ts";
-
-export interface WatchFilterOptions {
-  readonly matcher: HashMatcher;
-  /** What places an event's object in the keyspace (object-key.ts). */
-  readonly key: ObjectKey;
-  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
-  readonly onUnlabelled?: (object: string) => void;
-  /** The client asked for `allowWatchBookmarks=true`. */
-  readonly allowBookmarks: boolean;
-  /**
-   * The request had `sendInitialEvents=true`, or `resourceVersion` unset or
-   * "0": the stream opens with initial ADDED events whose RVs are not ordered.
-   */
-  readonly initialEvents: boolean;
-  /** Minimum gap between synthetic bookmarks of this stream. Default 1000. */
-  readonly bookmarkIntervalMs?: number;
-  /** Clock for the bookmark interval, in milliseconds. Default `performance.now`. */
-  readonly now?: () => number;
-  /** Largest event accepted; a larger one ends the stream with an ERROR event. Default 16 MiB. */
+export interface WatchFilterOptions extends WatchFilterCommonOptions {
+  /** Largest event accepted; a larger one ends the stream with an ERROR event. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
   readonly maxEventBytes?: number;
   /** Nesting limit. Default 10000, as Go's encoding/json. */
   readonly maxDepth?: number;
-  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
-  readonly onDeliver?: (chunk: Buffer) => void;
 }
-
-/** Same bound as a list item: a watch event is one object plus a small envelope. */
-export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
-
-import { jsonWatchErrorLine } from "../status.ts";
-import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
-
-export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
 
 // Node ids.
 const EVENT = 1;
@@ -322,7 +282,7 @@ class WatchFilterEngine implements ScanSink {
     this.keyReader = new JsonKeyReader(opts.key, KEY_BASE);
     this.rowReader = new JsonKeyReader(opts.key, ROW_KEY_BASE);
     this.onUnlabelled = opts.onUnlabelled;
-    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_OBJECT_BYTES;
     this.now = opts.now ?? (() => performance.now());
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,
@@ -733,15 +693,7 @@ class JsonWatchFilter extends Transform {
       callback();
       return;
     }
-    let out: Buffer[];
-    try {
-      out = this.#engine.write(chunk);
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.write(chunk), (parts) => this.#send(parts));
   }
 
   override _flush(callback: TransformCallback): void {
@@ -749,15 +701,7 @@ class JsonWatchFilter extends Transform {
       callback();
       return;
     }
-    let out: Buffer[];
-    try {
-      out = this.#engine.end();
-    } catch (err) {
-      callback(err as Error);
-      return;
-    }
-    this.#send(out);
-    callback();
+    runFilterStep(callback, () => this.#engine.end(), (parts) => this.#send(parts));
   }
 
   #send(parts: Buffer[]): void {

@@ -33,7 +33,7 @@ import type { HashMatcher } from "../../shard/range.ts";
 import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { ObjectScan, typeMetaKind } from "./proto-object.ts";
-import type { ListFilterStats } from "./stats.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, type ListFilterStats } from "./filter-contract.ts";
 import {
   bytesEqual,
   K8S_MAGIC,
@@ -59,14 +59,6 @@ export interface ProtoListFilterOptions {
   /** Largest single item accepted; a larger one fails the body. Default 16 MiB. */
   readonly maxItemBytes?: number;
 }
-
-/**
- * Matches client-go's own per-object ceiling: its streaming decoder refuses
- * frames over 16 MiB (apimachinery runtime/serializer/streaming, maxBytes).
- * etcd refuses objects over --max-request-bytes (1.5 MiB by default) long
- * before that, so only a broken upstream reaches it.
- */
-export const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 
 /**
  * TypeMeta (apiVersion + kind: a DNS group of at most 253 bytes, a version
@@ -208,7 +200,7 @@ class ProtoListFilter extends Transform {
     this.key = new ProtoKeyReader(opts.key);
     this.onUnlabelled = opts.onUnlabelled;
     this.sentSelector = opts.sentSelector === undefined ? undefined : Buffer.from(opts.sentSelector, "utf8");
-    this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_ITEM_BYTES;
+    this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_OBJECT_BYTES;
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {

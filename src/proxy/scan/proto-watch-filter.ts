@@ -21,49 +21,19 @@
 import { Transform, type TransformCallback } from "node:stream";
 import { ScanError } from "../../errors.ts";
 import type { HashMatcher } from "../../shard/range.ts";
-import { BookmarkPacer, type DroppedObject } from "./json-watch-bookmarks.ts";
-import { KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
+import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from "./bookmark-pacer.ts";
+import { KEY_UNLABELLED } from "./object-key.ts";
 import { ProtoKeyReader } from "./proto-key.ts";
 import { EnvelopeScan, ObjectScan } from "./proto-object.ts";
-import { protoBookmarkFrame, protoWatchErrorFrame, typeMeta } from "./proto-status.ts";
+import { protoBookmarkFrame, typeMeta } from "./proto-frames.ts";
+import { protoWatchErrorFrame } from "./status-encoding.ts";
 import { bytesEqual, WIRE_LEN, WireReader } from "./proto-wire.ts";
-import type { NarrowableWatchFilter, WatchFilterStats } from "./stats.ts";
+import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
 
-export interface ProtoWatchFilterOptions {
-  readonly matcher: HashMatcher;
-  /** What places an event's object in the keyspace (object-key.ts). */
-  readonly key: ObjectKey;
-  /** Labels mode: an event whose object has no readable slot label was dropped; `object` is its `namespace/name`. */
-  readonly onUnlabelled?: (object: string) => void;
-  /** The client sent `allowWatchBookmarks=true`: dropped events may become bookmarks. */
-  readonly allowBookmarks: boolean;
-  /**
-   * The stream starts with initial events: `sendInitialEvents=true`, or a
-   * watch with `resourceVersion` unset or "0", which the server also opens
-   * with the current state as ADDED events. No synthetic bookmark is written
-   * until the upstream `k8s.io/initial-events-end` bookmark has passed.
-   */
-  readonly initialEvents: boolean;
-  /** At most one synthetic bookmark per this many ms. Default 1000. */
-  readonly bookmarkIntervalMs?: number;
-  /** Clock for the bookmark rate limit, in ms. Default `Date.now`. */
-  readonly now?: () => number;
-  /** Largest frame accepted. Default 16 MiB. */
+export interface ProtoWatchFilterOptions extends WatchFilterCommonOptions {
+  /** Largest frame accepted. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
   readonly maxFrameBytes?: number;
-  /** Sees every byte right before it is pushed to the client, in order (the proxy's delivery tap). */
-  readonly onDeliver?: (chunk: Buffer) => void;
 }
-
-/**
- * client-go's streaming decoder refuses frames over 16 MiB
- * (apimachinery runtime/serializer/streaming: `maxBytes: 16 * 1024 * 1024`),
- * so a larger frame could not reach the controller anyway.
- */
-export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
-
-import { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END } from "./stats.ts";
-
-export { DEFAULT_BOOKMARK_INTERVAL_MS, INITIAL_EVENTS_END };
 
 // Event types, as they appear in WatchEvent.type.
 const OTHER = 0;
@@ -148,8 +118,8 @@ class ProtoWatchFilter extends Transform {
     this.key = new ProtoKeyReader(opts.key);
     this.onUnlabelled = opts.onUnlabelled;
     this.allowBookmarks = opts.allowBookmarks;
-    this.now = opts.now ?? Date.now;
-    this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.now = opts.now ?? (() => performance.now());
+    this.maxFrameBytes = opts.maxFrameBytes ?? DEFAULT_MAX_OBJECT_BYTES;
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,
       initialEvents: opts.initialEvents,

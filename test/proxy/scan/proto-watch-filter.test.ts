@@ -1,7 +1,7 @@
 import t from "tap";
 import { readFileSync } from "node:fs";
 import { createProtoWatchFilter, type ProtoWatchFilterOptions } from "../../../src/proxy/scan/proto-watch-filter.ts";
-import { protoWatchErrorFrame } from "../../../src/proxy/scan/proto-status.ts";
+import { protoWatchErrorFrame } from "../../../src/proxy/scan/status-encoding.ts";
 import { lenField, stringField } from "../../../src/proxy/scan/proto-wire.ts";
 import { HashMatcher } from "../../../src/shard/range.ts";
 import { parseSelector, type ShardSelector } from "../../../src/shard/selector.ts";

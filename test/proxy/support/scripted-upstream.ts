@@ -6,7 +6,7 @@
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../../src/log.ts";
-import { MutableOwnership } from "../../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy } from "../../../src/proxy/run.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import { HashMatcher, shardRange, type Range } from "../../../src/shard/range.ts";

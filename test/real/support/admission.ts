@@ -21,7 +21,7 @@ import { join, relative, resolve } from "node:path";
 import { promisify } from "node:util";
 import type { V1Pod } from "@kubernetes/client-node";
 import { dump, loadAll } from "js-yaml";
-import { createLocalCa } from "../../../src/webhook/pki.ts";
+import { createLocalCa } from "../../../src/pki/ca.ts";
 import { NodePort, kubeletUnavailable, runPod, type ImageSpec, type RunningPod } from "../../support/kubelet/pod.ts";
 import { admitServiceAccount } from "../../support/service-account-admission.ts";
 import { obj, str, type JsonObject } from "../../../src/webhook/json.ts";

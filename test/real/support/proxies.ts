@@ -7,13 +7,13 @@
 import { CoreV1Api, CustomObjectsApi, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
 import { kubeConfigFor } from "../../../src/demo/replica.ts";
 import { silentLogger } from "../../../src/log.ts";
-import { StaticOwnership, type OwnershipSource } from "../../../src/proxy/ownership.ts";
+import { StaticOwnership, type OwnershipSource } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
 import type { FallbackPolicy } from "../../../src/proxy/server.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import type { ShardedResource } from "../../../src/shard/spec.ts";
-import { createLocalCa } from "../../../src/webhook/pki.ts";
+import { createLocalCa } from "../../../src/pki/ca.ts";
 import { NAMESPACES, PODS, pod } from "./dataset.ts";
 import { brokenProxyOptions, callJson, HttpError, type RealApiEnv, type Target } from "./realapi.ts";
 

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { seedPods, startDevApi, type DevApi, type DevStore, type GateMode } from "../../../src/devapi/index.ts";
-import { createLocalCa } from "../../../src/webhook/pki.ts";
+import { createLocalCa } from "../../../src/pki/ca.ts";
 import { callJson, inParallel, waitUntil, type KubeObject, type Target } from "../http.ts";
 
 const run = promisify(execFile);

@@ -24,14 +24,12 @@
  * already trust (pod-tls.ts).
  *
  * Never touches `process`; stops when `signal` aborts or `close()` is called.
- *
- * @packageDocumentation
  */
 import { randomBytes } from "node:crypto";
 import { rename, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../../log.ts";
-import type { TlsMaterial } from "../../webhook/pki.ts";
+import type { TlsMaterial } from "../../pki/ca.ts";
 import { loadOrCreatePodTls, readOptional } from "./pod-tls.ts";
 
 /** The service-account directory every in-cluster client reads. */

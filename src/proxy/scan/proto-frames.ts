@@ -1,13 +1,12 @@
 /**
- * The few protobuf messages the proxy writes itself: a `Status` (for error
- * answers and watch ERROR events) and the frames that carry events on a
- * protobuf watch stream. Shapes follow k8s.io/apimachinery: Status {metadata
- * = 1 (ListMeta), status = 2, message = 3, reason = 4, code = 6};
- * WatchEvent {type = 1, object = 2 (RawExtension {raw = 1})}; a watch frame is
- * a 4-byte big-endian length followed by the WatchEvent (no `k8s\0` prefix;
- * the object inside `raw` has one).
+ * The protobuf envelope and the frames that carry events on a protobuf watch
+ * stream, as the proxy writes them itself (synthetic BOOKMARKs and DELETEDs;
+ * a Status and its ERROR event are status-encoding.ts). Shapes follow
+ * k8s.io/apimachinery: WatchEvent {type = 1, object = 2 (RawExtension
+ * {raw = 1})}; a watch frame is a 4-byte big-endian length followed by the
+ * WatchEvent (no `k8s\0` prefix; the object inside `raw` has one).
  */
-import { K8S_MAGIC, lenField, stringField, varintField } from "./proto-wire.ts";
+import { K8S_MAGIC, lenField, stringField } from "./proto-wire.ts";
 
 const EMPTY = Buffer.alloc(0);
 
@@ -21,17 +20,6 @@ export function typeMeta(apiVersion: string, kind: string): Buffer {
   return Buffer.concat([stringField(1, apiVersion), stringField(2, kind)]);
 }
 
-/**
- * A whole protobuf `Status` body (`k8s\0` envelope, typeMeta v1/Status) with
- * status "Failure". For error answers on `application/vnd.kubernetes.protobuf`
- * requests. `reason` follows metav1.StatusReason (e.g. "InternalError",
- * "Expired").
- */
-export function protoStatusBody(code: number, message: string, reason: string): Buffer {
-  const status = Buffer.concat([lenField(1, EMPTY), stringField(2, "Failure"), stringField(3, message), stringField(4, reason), varintField(6, code)]);
-  return envelope(typeMeta("v1", "Status"), status);
-}
-
 /** Prefixes a WatchEvent with its 4-byte big-endian length. */
 export function watchFrame(event: Uint8Array): Buffer {
   const header = Buffer.allocUnsafe(4);
@@ -42,16 +30,6 @@ export function watchFrame(event: Uint8Array): Buffer {
 /** A framed WatchEvent of `type` whose object is `objectEnvelope` (a `k8s\0` body). */
 export function watchEventFrame(type: string, objectEnvelope: Uint8Array): Buffer {
   return watchFrame(Buffer.concat([stringField(1, type), lenField(2, lenField(1, objectEnvelope))]));
-}
-
-/**
- * A framed ERROR event carrying a Status, for protobuf watch streams
- * (`application/vnd.kubernetes.protobuf;stream=watch`). client-go's
- * reflector turns it into an API error: 410 "Expired" makes it relist, 500
- * "InternalError" makes it back off and watch again.
- */
-export function protoWatchErrorFrame(code: number, message: string, reason: string): Buffer {
-  return watchEventFrame("ERROR", protoStatusBody(code, message, reason));
 }
 
 /**

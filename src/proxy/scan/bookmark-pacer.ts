@@ -1,12 +1,19 @@
 /**
  * When a dropped watch event may become a synthetic BOOKMARK. Pure: time is a
  * parameter, nothing here does I/O, and the encoding (JSON or protobuf) is the
- * caller's business, so both watch filters can share it.
+ * caller's business: both watch filters use it.
  *
  * Why synthetic bookmarks at all: a controller whose shard is quiet while the
  * rest of the cluster churns would otherwise keep an old resourceVersion, and
  * its next reconnect could hit 410 Gone and force a full relist.
  */
+
+/**
+ * One synthetic bookmark per second per stream (design.md §4) keeps a quiet
+ * shard's resourceVersion within a second of the stream's, far inside the
+ * watch cache's history window, at the cost of one small event a second.
+ */
+export const DEFAULT_BOOKMARK_INTERVAL_MS = 1000;
 
 /** What a synthetic bookmark needs from the dropped object. */
 export interface DroppedObject {

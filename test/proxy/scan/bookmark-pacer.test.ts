@@ -1,5 +1,5 @@
 import t from "tap";
-import { BookmarkPacer, compareResourceVersions, type DroppedObject } from "../../../src/proxy/scan/json-watch-bookmarks.ts";
+import { BookmarkPacer, compareResourceVersions, type DroppedObject } from "../../../src/proxy/scan/bookmark-pacer.ts";
 
 const obj = (rv: string): DroppedObject => ({ resourceVersion: rv, kind: "Pod", apiVersion: "v1" });
 

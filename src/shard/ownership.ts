@@ -2,8 +2,12 @@
  * The seam between "who owns what" (static flags, or the lease ring) and the
  * proxy that enforces it. The proxy only ever asks for the current ranges and
  * listens for changes; it never knows where they came from.
+ *
+ * It lives in the pure core, not in proxy/, because both sides implement or
+ * consume it: the ring member (ring/) provides it and the proxy reads it, and
+ * neither folder may import the other for a type.
  */
-import type { Range } from "../shard/range.ts";
+import type { Range } from "./range.ts";
 
 export interface Ownership {
   /** Table generation these ranges belong to; 0 for static modes. */

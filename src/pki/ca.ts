@@ -1,17 +1,16 @@
 /**
- * Small-PKI helpers shared by the webhook's self-managed certificates and
- * the sidecar's pod-local CA: make a CA, issue a TLS server certificate from
- * it, and inspect certificates.
+ * A small CA, shared by the webhook's self-managed certificates, the
+ * sidecar's pod-local CA and the tests: make a CA and issue TLS server
+ * certificates from it (reading certificates is `inspect.ts`).
  *
- * Generation uses `@peculiar/x509` over WebCrypto (ECDSA P-256, SHA-256);
- * inspection uses `node:crypto`'s X509Certificate. A CA's private key is
+ * Generation uses `@peculiar/x509` over WebCrypto (ECDSA P-256, SHA-256). A CA's private key is
  * generated non-extractable and lives only in memory: it signs while the
  * process runs and can never be written anywhere, so a leaf certificate is
  * the only thing that can ever chain to it.
  */
 import "./reflect-metadata.ts";
 import * as x509 from "@peculiar/x509";
-import { X509Certificate, createPrivateKey, createPublicKey, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 
 /** A PEM private key and the PEM certificate it belongs to. */
@@ -101,61 +100,6 @@ export async function createLocalCa(commonName: string, now: Date, validityMs: n
       return { key: pemText(x509.PemConverter.encode(pkcs8, "PRIVATE KEY")), cert: pemText(leaf.toString("pem")) };
     },
   };
-}
-
-/** What the webhook needs to know about a certificate, read with node:crypto. */
-export interface CertificateFacts {
-  readonly notBefore: Date;
-  readonly notAfter: Date;
-  readonly isCa: boolean;
-  readonly dnsNames: readonly string[];
-  readonly ips: readonly string[];
-  readonly fingerprint: string;
-}
-
-/** Facts of the first certificate in `pem`; `undefined` when it does not parse. */
-export function inspectCertificate(pem: string): CertificateFacts | undefined {
-  try {
-    const c = new X509Certificate(pem);
-    const sans = (c.subjectAltName ?? "").split(", ").filter((s) => s !== "");
-    return {
-      notBefore: new Date(c.validFrom),
-      notAfter: new Date(c.validTo),
-      isCa: c.ca,
-      dnsNames: sans.filter((s) => s.startsWith("DNS:")).map((s) => s.slice(4)),
-      ips: sans.filter((s) => s.startsWith("IP Address:")).map((s) => s.slice(11)),
-      fingerprint: c.fingerprint256,
-    };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Splits a PEM bundle into its certificates, in order. */
-export function splitPemBundle(bundle: string): string[] {
-  return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)?.map((p) => `${p}\n`) ?? [];
-}
-
-/** Whether `certPem` was signed by the key of `caPem` (and names it as issuer). */
-export function isSignedBy(certPem: string, caPem: string): boolean {
-  try {
-    const cert = new X509Certificate(certPem);
-    const ca = new X509Certificate(caPem);
-    return cert.checkIssued(ca) && cert.verify(ca.publicKey);
-  } catch {
-    return false;
-  }
-}
-
-/** Whether `keyPem` is the private key of `certPem`. */
-export function keyMatchesCertificate(keyPem: string, certPem: string): boolean {
-  try {
-    const fromKey = createPublicKey(createPrivateKey(keyPem)).export({ type: "spki", format: "der" });
-    const fromCert = new X509Certificate(certPem).publicKey.export({ type: "spki", format: "der" });
-    return fromKey.equals(fromCert);
-  } catch {
-    return false;
-  }
 }
 
 /**
