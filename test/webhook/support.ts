@@ -5,6 +5,8 @@
  */
 import { request } from "node:https";
 import { silentLogger } from "../../src/log.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, shardRange } from "../../src/shard/range.ts";
 import { defaultInjectorConfig, type InjectorConfig } from "../../src/webhook/config.ts";
 import { createLocalCa } from "../../src/webhook/pki.ts";
 import { startWebhookServer, type WebhookServer, type WebhookServerOptions } from "../../src/webhook/server.ts";
@@ -35,6 +37,18 @@ export function reviewFor(pod: unknown, opts: { uid?: string; namespace?: string
       options: { apiVersion: "meta.k8s.io/v1", kind: "CreateOptions" },
     },
   };
+}
+
+/**
+ * The slot label a `value` (a uid, a namespace) must get in a ring of
+ * `slotCount` slots, as docs/label-slots.md defines it: the slot whose range
+ * (`shardRange(slot, S)`, scanned, not computed as slots.ts does) holds the
+ * value's FNV-1a 64 hash, in plain decimal.
+ */
+export function slotByScan(value: string, slotCount: number): string {
+  const h = fnv1a64(value);
+  for (let s = 0; s < slotCount; s++) if (contains([shardRange(s, slotCount)], h)) return String(s);
+  throw new Error("no slot holds the hash");
 }
 
 export interface HttpAnswer {
