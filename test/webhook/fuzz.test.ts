@@ -10,8 +10,9 @@
  * AdmissionReview as the apiserver sends it; each case flips the opt-in or
  * plants bad annotation values, then damages the review (structure, envelope,
  * text, framing: test/support/fuzz/admission.ts) and sends it raw over TLS.
- * Short and fixed in `npm test`; `npm run fuzz` runs it for
- * `SHARDCAR_FUZZ_SECONDS` with a fresh seed.
+ * Short and fixed in `npm test`; `npm run fuzz` runs it for half of
+ * `SHARDCAR_FUZZ_SECONDS` (the other webhook fuzzer has the other half, on
+ * the same job) with a fresh seed.
  */
 import t from "tap";
 import { fileURLToPath } from "node:url";
@@ -100,7 +101,7 @@ function mutatePod(rnd: Random, pod: JsonMap): string {
 }
 
 t.test("every AdmissionReview gets a well-formed answer or a 400, and no pod that did not opt in is patched", async (t) => {
-  const settings = fuzzSettings({ cases: 600, seed: 20261202, concurrency: 6 });
+  const settings = fuzzSettings({ cases: 600, seed: 20261202, concurrency: 6, share: 0.5 });
   const webhook = await startTestWebhook(t, testConfig());
   const pods = goldenCorpus(DIR, ".pod.json");
   t.ok(pods.length >= 30, `the golden pods are the corpus (${pods.length})`);

@@ -13,8 +13,9 @@
  * subresource, the object's uid, namespace, controller reference, its slot
  * labels, the stored object), then damages the review (envelope, structure,
  * text, framing: test/support/fuzz/admission.ts) and sends it raw over TLS.
- * Short and fixed in `npm test`; `npm run fuzz` runs it for
- * `SHARDCAR_FUZZ_SECONDS` with a fresh seed.
+ * Short and fixed in `npm test`; `npm run fuzz` runs it for half of
+ * `SHARDCAR_FUZZ_SECONDS` (the other webhook fuzzer has the other half, on
+ * the same job) with a fresh seed.
  */
 import t from "tap";
 import { readFileSync } from "node:fs";
@@ -247,7 +248,7 @@ function rules(body: Buffer, answer: ReviewAnswer): string[] {
 }
 
 t.test("every AdmissionReview of a sharded object gets a well-formed answer or a 400, and only slot labels as docs/label-slots.md states them", async (t) => {
-  const settings = fuzzSettings({ cases: 600, seed: 20261203, concurrency: 6 });
+  const settings = fuzzSettings({ cases: 600, seed: 20261203, concurrency: 6, share: 0.5 });
   const config = labelSlotConfig(JSON.parse(readFileSync(`${DIR}rings.json`, "utf8")) as never);
   const webhook = await startTestWebhook(t, testConfig(), { labelSlots: { config: () => config } });
   const reviews = goldenCorpus(DIR, ".review.json");
