@@ -18,16 +18,14 @@
  * the same job) with a fresh seed.
  */
 import t from "tap";
-import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
-import { labelSlotConfig } from "../../src/ring/label-slots.ts";
 import { LABEL_SLOTS_PATH } from "../../src/webhook/server.ts";
 import { fuzzAdmission, goldenCorpus, type ReviewAnswer } from "../support/fuzz/admission.ts";
 import type { Json } from "../support/fuzz/json-mutate.ts";
 import type { Random } from "../support/fuzz/random.ts";
 import { fuzzSettings } from "../support/fuzz/runner.ts";
-import { slotByScan, startTestWebhook, testConfig } from "./support.ts";
+import { slotByScan, startTestWebhook, testConfig, testLabelSlotConfig } from "./support.ts";
 
 const FILE = "test/webhook/label-fuzz.test.ts";
 const DIR = fileURLToPath(new URL("./testdata/label-slots/", import.meta.url));
@@ -249,7 +247,7 @@ function rules(body: Buffer, answer: ReviewAnswer): string[] {
 
 t.test("every AdmissionReview of a sharded object gets a well-formed answer or a 400, and only slot labels as docs/label-slots.md states them", async (t) => {
   const settings = fuzzSettings({ cases: 600, seed: 20261203, concurrency: 6, share: 0.5 });
-  const config = labelSlotConfig(JSON.parse(readFileSync(`${DIR}rings.json`, "utf8")) as never);
+  const config = testLabelSlotConfig();
   const webhook = await startTestWebhook(t, testConfig(), { labelSlots: { config: () => config } });
   const reviews = goldenCorpus(DIR, ".review.json");
   t.ok(reviews.length >= 15, `the golden reviews are the corpus (${reviews.length})`);

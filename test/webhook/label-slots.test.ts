@@ -18,10 +18,9 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
-import { labelSlotConfig } from "../../src/ring/label-slots.ts";
 import { reviewLabelAdmission, type LabelOutcome } from "../../src/webhook/label-review.ts";
 import { Goldens } from "./goldens.ts";
-import { slotByScan, startTestWebhook, type TestWebhook } from "./support.ts";
+import { slotByScan, startTestWebhook, testLabelSlotConfig, type TestWebhook } from "./support.ts";
 
 const DIR = fileURLToPath(new URL("./testdata/label-slots/", import.meta.url));
 
@@ -37,7 +36,7 @@ interface Review {
   request: { uid: string; operation: string; namespace?: string; subResource?: string; resource: { group: string; resource: string }; object: { metadata?: Meta } | null; oldObject: { metadata?: Meta } | null };
 }
 
-const config = labelSlotConfig(JSON.parse(readFileSync(join(DIR, "rings.json"), "utf8")) as Json[]);
+const config = testLabelSlotConfig();
 
 /** The result each case must have, and which ring labels it must end with (label → key). */
 const EXPECT: Record<string, { result: LabelOutcome["result"]; labels?: Record<string, "uid" | "namespace" | "owner" | "absent"> }> = {

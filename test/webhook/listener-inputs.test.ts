@@ -10,12 +10,11 @@
 import t from "tap";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { labelSlotConfig } from "../../src/ring/label-slots.ts";
 import { eventually } from "../support/eventually.ts";
 import { healthz } from "../support/fuzz/admission.ts";
 import { exchangeRow, parseResponses, rawBytes, type RawMessage, type RawRow } from "../support/fuzz/raw-http.ts";
 import { openFds } from "../support/fuzz/vitals.ts";
-import { reviewFor, startTestWebhook, testConfig } from "./support.ts";
+import { reviewFor, startTestWebhook, testConfig, testLabelSlotConfig } from "./support.ts";
 
 const DIR = fileURLToPath(new URL("./testdata/", import.meta.url));
 const POD = JSON.parse(readFileSync(`${DIR}inject/controller-runtime-manager.pod.json`, "utf8")) as unknown;
@@ -78,7 +77,7 @@ const ROWS: readonly Row[] = [
 ];
 
 t.test("every listed input gets an answer or a clean close from the webhook listener, which serves on", async (t) => {
-  const config = labelSlotConfig(JSON.parse(readFileSync(`${DIR}label-slots/rings.json`, "utf8")) as never);
+  const config = testLabelSlotConfig();
   const webhook = await startTestWebhook(t, testConfig(), { labelSlots: { config: () => config } });
   const endpoint = { host: "127.0.0.1", port: webhook.server.port, tls: { ca: webhook.ca, servername: "localhost" } };
   t.equal(await healthz(webhook.server.port, webhook.ca), "", "/healthz answers before");

@@ -3,8 +3,10 @@
  * goldens were made with, AdmissionReview builders, and a real HTTPS webhook
  * server whose certificate comes from a CA only the test trusts.
  */
+import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { silentLogger } from "../../src/log.ts";
+import { labelSlotConfig, type LabelSlotConfig, type RingLike } from "../../src/ring/label-slots.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { defaultInjectorConfig, type InjectorConfig } from "../../src/webhook/config.ts";
@@ -15,6 +17,11 @@ export const TEST_IMAGE = "ghcr.io/shardcar/shardcar:0.1.0";
 
 export function testConfig(over: Partial<InjectorConfig> = {}): InjectorConfig {
   return { ...defaultInjectorConfig(TEST_IMAGE), ...over };
+}
+
+/** The labels-mode rings the label-slots tests run with: testdata/label-slots/rings.json, decoded as the manager decodes ShardRings. */
+export function testLabelSlotConfig(): LabelSlotConfig {
+  return labelSlotConfig(JSON.parse(readFileSync(new URL("./testdata/label-slots/rings.json", import.meta.url), "utf8")) as RingLike[]);
 }
 
 /** An AdmissionReview v1 for creating `pod`, as the apiserver sends it. */
