@@ -8,8 +8,9 @@
  *   `owner` keys of objects with a controller reference (children created
  *   with `generateName` included: their owner's uid is known). A slot that
  *   depends on the object's own uid (`uid` keys, `owner`-keyed roots) cannot
- *   be known before the apiserver assigns it; such an object is labelled by
- *   the manager's labeller right after it is stored, and a label it brought
+ *   be known before the apiserver assigns it (a uid in the body is not it:
+ *   the apiserver replaces it); such an object is labelled by the manager's
+ *   labeller right after it is stored, and a label it brought
  *   along (copied from another object) is removed, so it is never in the
  *   wrong cache.
  * - UPDATE: the slot, always (the uid is known), so a full update that drops
@@ -119,11 +120,15 @@ export function reviewLabelAdmission(body: unknown, config: LabelSlotConfig | un
 
 /**
  * What the slot is computed from. The request's namespace is authoritative
- * (a created object's own may be empty). On UPDATE a body without a uid
- * (allowed: the server keeps the stored one) is the stored object's uid.
+ * (a created object's own may be empty). At CREATE the object has no uid:
+ * the apiserver assigns it after admission and overwrites any uid the body
+ * carries (an object copied from another, `kubectl get -o yaml` fed back to
+ * `create`), so a slot computed from that one would put the object in the
+ * wrong cache. On UPDATE a body without a uid (allowed: the server keeps the
+ * stored one) is the stored object's uid.
  */
 function keyMetadata(metadata: JsonObject | undefined, old: JsonObject | undefined, namespace: string, update: boolean): KeyMetadata {
-  let uid = str(metadata?.["uid"]);
+  let uid = update ? str(metadata?.["uid"]) : undefined;
   if (update && (uid === undefined || uid === "")) uid = str(old?.["uid"]);
   const refs = metadata?.["ownerReferences"];
   const ownerReferences = Array.isArray(refs) ? refs.map((r) => (isObject(r) ? { uid: r["uid"], controller: r["controller"] } : {})) : undefined;

@@ -4,37 +4,18 @@
  * and an unparsable watch line must end the stream with an ERROR event.
  */
 import t from "tap";
-import { createServer, request, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/shard/ownership.ts";
-import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { request, type ServerResponse } from "node:http";
+import type { RunningProxy } from "../../src/proxy/run.ts";
 import { shardRange } from "../../src/shard/range.ts";
-import { parseResources } from "../../src/shard/spec.ts";
 import { readCase } from "../support/fixture-io.ts";
 import { decodeEvent, loadK8sProto, splitFrames } from "../support/proto/k8s.ts";
 import { syntheticPodList } from "../support/synthetic-pods.ts";
+import { proxyInFrontOf } from "./support/live-proxy.ts";
 
 const pb = loadK8sProto();
 
-async function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter"): Promise<RunningProxy> {
-  const upstream = createServer((req, res) => handler(res, req.url ?? ""));
-  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
-  const proxy = await startProxy({
-    listen: { host: "127.0.0.1", port: 0 },
-    upstream: makeUpstream(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
-    resources: parseResources("pods"),
-    ownership: new StaticOwnership([shardRange(0, 2)]),
-    fallback,
-    logger: silentLogger(),
-  });
-  t.teardown(async () => {
-    await proxy.close();
-    upstream.closeAllConnections();
-    await new Promise<void>((r) => upstream.close(() => r()));
-  });
-  return proxy;
+function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter"): Promise<RunningProxy> {
+  return proxyInFrontOf(t, [shardRange(0, 2)], (req, res) => handler(res, req.url ?? ""), { fallback });
 }
 
 /** Reads a response fully; resolves with how it ended. */

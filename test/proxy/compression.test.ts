@@ -5,17 +5,12 @@
  * its encoding.
  */
 import t from "tap";
-import { createServer, request, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
+import { request, type IncomingHttpHeaders } from "node:http";
 import { gunzipSync, gzipSync } from "node:zlib";
-import { silentLogger } from "../../src/log.ts";
-import { StaticOwnership } from "../../src/shard/ownership.ts";
-import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
-import { parseResources } from "../../src/shard/spec.ts";
 import { syntheticPodList } from "../support/synthetic-pods.ts";
+import { proxyInFrontOf } from "./support/live-proxy.ts";
 
 const LIST = syntheticPodList(100_000);
 const MINE = [shardRange(0, 2)];
@@ -23,7 +18,7 @@ const inRange = (uid: string): boolean => contains(MINE, fnv1a64(uid));
 
 async function setup(t: { teardown(fn: () => Promise<void>): void }, mode: "honest" | "always-gzip" | "brotli") {
   const seen: Array<{ url: string; acceptEncoding: string | undefined }> = [];
-  const upstream = createServer((req, res) => {
+  const proxy = await proxyInFrontOf(t, MINE, (req, res) => {
     seen.push({ url: req.url ?? "", acceptEncoding: req.headers["accept-encoding"] });
     const wantsGzip = /gzip/.test(req.headers["accept-encoding"] ?? "");
     const body = (req.url ?? "").includes("watch=") ? Buffer.from(JSON.stringify({ type: "ADDED", object: { kind: "Pod", metadata: { uid: "00000000-0000-0000-0000-000000000001", resourceVersion: "9" } } }) + "\n") : LIST;
@@ -37,20 +32,6 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, mode: "hone
       res.writeHead(200, { "content-type": "application/json" });
       res.end(body);
     }
-  });
-  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
-  const proxy = await startProxy({
-    listen: { host: "127.0.0.1", port: 0 },
-    upstream: makeUpstream(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
-    resources: parseResources("pods"),
-    ownership: new StaticOwnership(MINE),
-    fallback: "filter",
-    logger: silentLogger(),
-  });
-  t.teardown(async () => {
-    await proxy.close();
-    upstream.closeAllConnections();
-    await new Promise<void>((r) => upstream.close(() => r()));
   });
   return { proxy, seen };
 }

@@ -10,21 +10,18 @@
  * AdmissionReview as the apiserver sends it; each case flips the opt-in or
  * plants bad annotation values, then damages the review (structure, envelope,
  * text, framing: test/support/fuzz/admission.ts) and sends it raw over TLS.
- * Short and fixed in `npm test`; `npm run fuzz` runs it for
- * `SHARDCAR_FUZZ_SECONDS` with a fresh seed.
+ * Short and fixed in `npm test`; `npm run fuzz` runs it for half of
+ * `SHARDCAR_FUZZ_SECONDS` (the other webhook fuzzer has the other half, on
+ * the same job) with a fresh seed.
  */
 import t from "tap";
-import { readdirSync, readFileSync } from "node:fs";
-import { request } from "node:https";
 import { fileURLToPath } from "node:url";
 import { ANNOTATIONS } from "../../src/webhook/annotations.ts";
-import { MAX_REVIEW_BYTES, MUTATE_PODS_PATH } from "../../src/webhook/server.ts";
-import { judgeAdmission, mutateEnvelope, planAdmission, requestObject } from "../support/fuzz/admission.ts";
+import { MUTATE_PODS_PATH } from "../../src/webhook/server.ts";
+import { fuzzAdmission, goldenCorpus, requestObject } from "../support/fuzz/admission.ts";
 import type { Json } from "../support/fuzz/json-mutate.ts";
-import { Random } from "../support/fuzz/random.ts";
-import { exchange } from "../support/fuzz/raw-http.ts";
-import { formatFinding, fuzzSettings, runFuzz, summaryLine, type FuzzCase } from "../support/fuzz/runner.ts";
-import { growth, VitalsLog } from "../support/fuzz/vitals.ts";
+import type { Random } from "../support/fuzz/random.ts";
+import { fuzzSettings } from "../support/fuzz/runner.ts";
 import { reviewFor, startTestWebhook, testConfig } from "./support.ts";
 
 const FILE = "test/webhook/fuzz.test.ts";
@@ -103,73 +100,30 @@ function mutatePod(rnd: Random, pod: JsonMap): string {
   }
 }
 
-function healthz(port: number, ca: string): Promise<string> {
-  return new Promise((resolve) => {
-    const req = request({ host: "127.0.0.1", port, servername: "localhost", path: "/healthz", ca, agent: false }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(res.statusCode === 200 ? "" : `/healthz answered ${res.statusCode}`));
-    });
-    req.on("error", (e) => resolve(`/healthz failed: ${e.message}`));
-    req.end();
-  });
-}
-
 t.test("every AdmissionReview gets a well-formed answer or a 400, and no pod that did not opt in is patched", async (t) => {
-  const settings = fuzzSettings({ cases: 600, seed: 20261202, concurrency: 6 });
+  const settings = fuzzSettings({ cases: 600, seed: 20261202, concurrency: 6, share: 0.5 });
   const webhook = await startTestWebhook(t, testConfig());
-  const endpoint = { host: "127.0.0.1", port: webhook.server.port, tls: { ca: webhook.ca, servername: "localhost" } };
-  const pods = readdirSync(DIR)
-    .filter((f) => f.endsWith(".pod.json"))
-    .sort()
-    .map((f) => ({ file: f, pod: JSON.parse(readFileSync(`${DIR}${f}`, "utf8")) as JsonMap }));
+  const pods = goldenCorpus(DIR, ".pod.json");
   t.ok(pods.length >= 30, `the golden pods are the corpus (${pods.length})`);
 
-  const make = (rnd: Random, i: number): FuzzCase => {
-    const golden = rnd.pick(pods);
-    const pod = structuredClone(golden.pod);
-    const notes = [`golden ${golden.file}`];
-    for (let k = rnd.weighted<number>([
-      [3, 0],
-      [5, 1],
-      [2, 2],
-    ]); k > 0; k--)
-      notes.push(mutatePod(rnd, pod));
-    let review = reviewFor(pod, { uid: `fuzz-${settings.seed}-${i}`, ...(rnd.chance(0.1) ? { namespace: rnd.pick(["shardcar-system", "default"]) } : {}) }) as Json;
-    for (let k = rnd.weighted<number>([
-      [6, 0],
-      [3, 1],
-      [1, 2],
-    ]); k > 0; k--) {
-      const m = mutateEnvelope(rnd, review);
-      review = m.value;
-      notes.push(m.did);
-    }
-    const plan = planAdmission(rnd, review, MUTATE_PODS_PATH, MAX_REVIEW_BYTES);
-    return {
-      description: [`mutations: ${[...notes, ...plan.notes].join("; ")}`, `bytes: ${JSON.stringify(plan.bytes.subarray(0, 4000).toString("latin1"))}${plan.bytes.length > 4000 ? ` … (${plan.bytes.length} bytes)` : ""}`].join("\n"),
-      requests: 1,
-      run: async () => {
-        const res = await exchange(endpoint, { writes: [plan.bytes], gapMs: 0, end: plan.vanish ? { kind: "vanish" } : { kind: "read", maxMs: 30_000, expect: 1 } }, ["POST"]);
-        const { problems, answer } = judgeAdmission(plan, res.received, res.serverClosed);
-        if (answer?.patch !== undefined && answer.patch.length > 0 && !optedIn(requestObject(plan.body))) problems.push("a patch for a pod that did not opt in");
-        if (answer?.status?.code !== undefined && answer.status.code >= 500) problems.push(`an internal error instead of a clear answer: ${answer.status.message ?? ""}`);
-        return problems;
-      },
-    };
-  };
-
-  const log = new VitalsLog(settings);
-  const check = async (p: { cases: number; seconds: number }): Promise<string[]> => {
-    log.sample(p);
-    const h = await healthz(webhook.server.port, webhook.ca);
-    return h === "" ? [] : [h];
-  };
-  const outcome = await runFuzz(settings, make, { every: 100, check });
-  t.comment(summaryLine("webhook", settings, outcome));
-  for (const f of outcome.findings) t.comment(formatFinding(settings, FILE, f));
-  t.equal(outcome.findings.length, 0, "the fuzzer found nothing");
-  t.equal(await healthz(webhook.server.port, webhook.ca), "", "the webhook still answers /healthz");
-  const after = log.final(outcome.cases);
-  for (const line of log.lines()) t.comment(line);
-  t.same(growth(log.warm, after, BOUNDS), [], `from warm to the end: RSS within +${BOUNDS.rssMiB} MiB, heap and external within +${BOUNDS.heapMiB} MiB, file descriptors flat`);
+  await fuzzAdmission(t, {
+    name: "webhook",
+    file: FILE,
+    settings,
+    webhook,
+    path: MUTATE_PODS_PATH,
+    corpus: pods,
+    review(rnd: Random, pod: JsonMap, uid: string) {
+      const notes: string[] = [];
+      for (let k = rnd.weighted<number>([
+        [3, 0],
+        [5, 1],
+        [2, 2],
+      ]); k > 0; k--)
+        notes.push(mutatePod(rnd, pod));
+      return { review: reviewFor(pod, { uid, ...(rnd.chance(0.1) ? { namespace: rnd.pick(["shardcar-system", "default"]) } : {}) }) as Json, notes };
+    },
+    rules: (body, answer) => (answer.patch !== undefined && answer.patch.length > 0 && !optedIn(requestObject(body)) ? ["a patch for a pod that did not opt in"] : []),
+    bounds: BOUNDS,
+  });
 });

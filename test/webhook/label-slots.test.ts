@@ -18,12 +18,9 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
-import { labelSlotConfig, type LabelSlotConfig } from "../../src/ring/label-slots.ts";
-import { fnv1a64 } from "../../src/shard/hash.ts";
-import { contains, shardRange } from "../../src/shard/range.ts";
 import { reviewLabelAdmission, type LabelOutcome } from "../../src/webhook/label-review.ts";
 import { Goldens } from "./goldens.ts";
-import { startTestWebhook, type TestWebhook } from "./support.ts";
+import { slotByScan, startTestWebhook, testLabelSlotConfig, type TestWebhook } from "./support.ts";
 
 const DIR = fileURLToPath(new URL("./testdata/label-slots/", import.meta.url));
 
@@ -39,13 +36,7 @@ interface Review {
   request: { uid: string; operation: string; namespace?: string; subResource?: string; resource: { group: string; resource: string }; object: { metadata?: Meta } | null; oldObject: { metadata?: Meta } | null };
 }
 
-// Until parseResources knows `=owner` (the keys work), the owner-keyed
-// children join ring "web" here; move them into rings.json then.
-function ringConfig(): LabelSlotConfig {
-  const base = labelSlotConfig(JSON.parse(readFileSync(join(DIR, "rings.json"), "utf8")) as Json[]);
-  return { ...base, rings: base.rings.map((r) => (r.name === "web" ? { ...r, resources: [...r.resources, { resource: "widgets", group: "example.com", key: "owner" as const }] } : r)) };
-}
-const config = ringConfig();
+const config = testLabelSlotConfig();
 
 /** The result each case must have, and which ring labels it must end with (label → key). */
 const EXPECT: Record<string, { result: LabelOutcome["result"]; labels?: Record<string, "uid" | "namespace" | "owner" | "absent"> }> = {
@@ -55,6 +46,8 @@ const EXPECT: Record<string, { result: LabelOutcome["result"]; labels?: Record<s
   "create-namespace-keyed-no-labels-map": { result: "stamped", labels: { "shard.shardcar.io/web": "namespace" } },
   "create-owner-child-with-generate-name": { result: "stamped", labels: { "shard.shardcar.io/web": "owner" } },
   "create-owner-root-is-deferred": { result: "deferred", labels: { "shard.shardcar.io/web": "absent" } },
+  "create-copied-object-keeps-no-slot-of-its-old-uid": { result: "stamped", labels: { "shard.shardcar.io/web": "absent", "shard.shardcar.io/audit": "absent" } },
+  "create-owner-root-with-a-copied-uid-is-deferred": { result: "deferred", labels: { "shard.shardcar.io/web": "absent" } },
   "create-owner-reference-without-controller-is-a-root": { result: "deferred", labels: { "shard.shardcar.io/web": "absent" } },
   "create-dry-run-is-stamped-too": { result: "stamped", labels: { "shard.shardcar.io/web": "owner" } },
   "update-full-update-drops-the-labels-map": { result: "stamped", labels: { "shard.shardcar.io/web": "uid", "shard.shardcar.io/audit": "uid" } },
@@ -69,13 +62,6 @@ const EXPECT: Record<string, { result: LabelOutcome["result"]; labels?: Record<s
 };
 
 const SLOTS: Record<string, number> = { "shard.shardcar.io/web": 64, "shard.shardcar.io/audit": 256 };
-
-/** The slot holding `value`'s hash, found by scanning the slot ranges (not by slotOfHash's arithmetic). */
-function scanSlot(value: string, slotCount: number): string {
-  const h = fnv1a64(value);
-  for (let s = 0; s < slotCount; s++) if (contains([shardRange(s, slotCount)], h)) return String(s);
-  throw new Error("no slot holds the hash");
-}
 
 const inputs = readdirSync(DIR)
   .filter((f) => f.endsWith(".review.json"))
@@ -132,7 +118,7 @@ for (const file of inputs) {
           : key === "uid"
             ? (meta.uid ?? body.request.oldObject?.metadata?.uid ?? "")
             : (meta.ownerReferences?.find((r) => r.controller === true)?.uid ?? "");
-      t.equal(have, scanSlot(value, SLOTS[label] ?? 0), `${label} is the slot of the ${key === "owner" ? "controller's uid (the parent's slot)" : key}`);
+      t.equal(have, slotByScan(value, SLOTS[label] ?? 0), `${label} is the slot of the ${key === "owner" ? "controller's uid (the parent's slot)" : key}`);
     }
     if (ops.length > 0) {
       const again = structuredClone(body) as unknown as Json;

@@ -3,8 +3,12 @@
  * goldens were made with, AdmissionReview builders, and a real HTTPS webhook
  * server whose certificate comes from a CA only the test trusts.
  */
+import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { silentLogger } from "../../src/log.ts";
+import { labelSlotConfig, type LabelSlotConfig, type RingLike } from "../../src/ring/label-slots.ts";
+import { fnv1a64 } from "../../src/shard/hash.ts";
+import { contains, shardRange } from "../../src/shard/range.ts";
 import { defaultInjectorConfig, type InjectorConfig } from "../../src/webhook/config.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { startWebhookServer, type WebhookServer, type WebhookServerOptions } from "../../src/webhook/server.ts";
@@ -13,6 +17,11 @@ export const TEST_IMAGE = "ghcr.io/shardcar/shardcar:0.1.0";
 
 export function testConfig(over: Partial<InjectorConfig> = {}): InjectorConfig {
   return { ...defaultInjectorConfig(TEST_IMAGE), ...over };
+}
+
+/** The labels-mode rings the label-slots tests run with: testdata/label-slots/rings.json, decoded as the manager decodes ShardRings. */
+export function testLabelSlotConfig(): LabelSlotConfig {
+  return labelSlotConfig(JSON.parse(readFileSync(new URL("./testdata/label-slots/rings.json", import.meta.url), "utf8")) as RingLike[]);
 }
 
 /** An AdmissionReview v1 for creating `pod`, as the apiserver sends it. */
@@ -35,6 +44,18 @@ export function reviewFor(pod: unknown, opts: { uid?: string; namespace?: string
       options: { apiVersion: "meta.k8s.io/v1", kind: "CreateOptions" },
     },
   };
+}
+
+/**
+ * The slot label a `value` (a uid, a namespace) must get in a ring of
+ * `slotCount` slots, as docs/label-slots.md defines it: the slot whose range
+ * (`shardRange(slot, S)`, scanned, not computed as slots.ts does) holds the
+ * value's FNV-1a 64 hash, in plain decimal.
+ */
+export function slotByScan(value: string, slotCount: number): string {
+  const h = fnv1a64(value);
+  for (let s = 0; s < slotCount; s++) if (contains([shardRange(s, slotCount)], h)) return String(s);
+  throw new Error("no slot holds the hash");
 }
 
 export interface HttpAnswer {

@@ -78,7 +78,10 @@ function completeFrames(b: Buffer): Buffer {
   return b.subarray(0, o);
 }
 
-export function judgeExchange(plan: Plan, result: ExchangeResult, records: readonly RequestRecord[], target: ProxyUnderTest, pb: K8sProto): string[] {
+/** What the judgement needs of a plan: each request's method (a HEAD's answer has no body) and token. */
+export type Judged = Pick<Plan, "tokens"> & { readonly messages: ReadonlyArray<{ readonly method: string }> };
+
+export function judgeExchange(plan: Judged, result: ExchangeResult, records: readonly RequestRecord[], target: ProxyUnderTest, pb: K8sProto): string[] {
   const problems: string[] = [];
   const parsed = parseResponses(result.received, plan.messages.map((m) => m.method), result.serverClosed);
   if (parsed.malformed !== undefined) problems.push(`${target.name}: the answer is not HTTP: ${parsed.malformed}`);

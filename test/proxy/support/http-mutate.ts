@@ -6,7 +6,7 @@
  * mid-TLS-handshake). Each mutation notes what it did.
  */
 import type { Random } from "../../support/fuzz/random.ts";
-import { mutateJson, mutateText, render, type Json } from "../../support/fuzz/json-mutate.ts";
+import { mutateJson, mutateText, render, type Json, type Mutated } from "../../support/fuzz/json-mutate.ts";
 import type { ClientEnd } from "../../support/fuzz/raw-http.ts";
 import { formatBound } from "../../../src/shard/hash.ts";
 import { cloneRequest, serialize, type RequestModel } from "./fuzz-corpus.ts";
@@ -364,7 +364,7 @@ function mutateParts(rnd: Random, r: RequestModel, notes: string[]): void {
         } catch {
           doc = undefined;
         }
-        const m = doc !== undefined && rnd.chance(0.6) ? mutateJson(rnd, doc) : undefined;
+        const m = doc !== undefined && rnd.chance(0.6) ? mutateParsed(rnd, doc) : undefined;
         const t = m === undefined ? mutateText(rnd, r.body) : { value: render(m.value), did: m.did };
         body = t.value;
         notes.push(`body: ${t.did}`);
@@ -415,6 +415,20 @@ function mutateBytes(rnd: Random, bytes: Buffer, notes: string[]): Buffer {
       notes.push(`not HTTP/1.1: ${JSON.stringify(what.slice(0, 16))}`);
       return Buffer.from(what, "latin1");
     }
+  }
+}
+
+/**
+ * A structural mutation of a parsed body, or undefined when the body is
+ * nested deeper than a copy can go (an earlier mutation's 20,000 levels):
+ * its text is damaged instead.
+ */
+function mutateParsed(rnd: Random, doc: Json): Mutated<Json> | undefined {
+  try {
+    return mutateJson(rnd, doc);
+  } catch (e) {
+    if (e instanceof RangeError) return undefined;
+    throw e;
   }
 }
 

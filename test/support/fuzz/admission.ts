@@ -4,13 +4,21 @@
  * answer must pass whatever the endpoint does (a well-formed
  * admission.k8s.io/v1 AdmissionReview whose uid is the request's, allowed or
  * a denial with a message, and a JSON Patch that applies to the object), or
- * an HTTP 400 from the HTTP layer, or a clean close. What a particular
- * endpoint may patch is its test's to say (see test/webhook/fuzz.test.ts).
+ * an HTTP 400 from the HTTP layer, or a clean close; and the run itself
+ * ({@link fuzzAdmission}): /healthz throughout, memory and fds flat. What a
+ * particular endpoint may patch is its test's to say (test/webhook/fuzz.test.ts
+ * for /mutate-pods, test/webhook/label-fuzz.test.ts for /label-slots).
  */
 import jsonpatch from "fast-json-patch";
+import { readdirSync, readFileSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import { MAX_REVIEW_BYTES } from "../../../src/webhook/server.ts";
 import type { Random } from "./random.ts";
 import { mutateJson, mutateText, render, retype, type Json, type Mutated } from "./json-mutate.ts";
-import { parseResponses } from "./raw-http.ts";
+import { exchange, parseResponses } from "./raw-http.ts";
+import { formatFinding, runFuzz, summaryLine, type FuzzSettings } from "./runner.ts";
+import { VitalsLog } from "./vitals.ts";
 
 type JsonMap = { [key: string]: Json };
 
@@ -180,6 +188,8 @@ export interface ReviewAnswer {
   readonly status?: { readonly code?: number; readonly message?: string };
   /** The decoded JSON Patch, when there is one. */
   readonly patch?: ReadonlyArray<{ op: string; path: string }>;
+  /** `response.warnings`, shown to the client that made the request. */
+  readonly warnings: readonly string[];
 }
 
 /** The uid an answer must echo: the request's, when it sent one as a string. */
@@ -217,7 +227,7 @@ export function judgeAdmission(plan: AdmissionPlan, received: Buffer, serverClos
   if (r === undefined || !r.complete) return { problems: plan.vanish || received.length === 0 ? [] : ["the answer was cut short"] };
   if (r.status === 400) return { problems: [] };
   if (r.status !== 200) return { problems: [`HTTP ${r.status} (expected an AdmissionReview with HTTP 200, or 400): ${r.body.subarray(0, 200).toString()}`] };
-  let review: { apiVersion?: unknown; kind?: unknown; response?: { uid?: unknown; allowed?: unknown; status?: { code?: unknown; message?: unknown }; patch?: unknown; patchType?: unknown } };
+  let review: { apiVersion?: unknown; kind?: unknown; response?: { uid?: unknown; allowed?: unknown; status?: { code?: unknown; message?: unknown }; patch?: unknown; patchType?: unknown; warnings?: unknown } };
   try {
     review = JSON.parse(r.body.toString("utf8")) as typeof review;
   } catch (e) {
@@ -242,14 +252,121 @@ export function judgeAdmission(plan: AdmissionPlan, received: Buffer, serverClos
       problems.push(`a patch that does not apply to the request's object: ${(e as Error).message}`);
     }
   }
+  const warnings = res.warnings ?? [];
+  if (!Array.isArray(warnings) || !warnings.every((w) => typeof w === "string")) problems.push(`response.warnings is not a list of strings: ${JSON.stringify(res.warnings)}`);
+  if (typeof res.status?.code === "number" && res.status.code >= 500) problems.push(`an internal error instead of a clear answer: ${String(res.status.message)}`);
   const status = res.status;
   return {
     problems,
     answer: {
       uid: String(res.uid),
       allowed: res.allowed === true,
+      warnings: Array.isArray(warnings) ? warnings.map(String) : [],
       ...(status === undefined ? {} : { status: { ...(typeof status.code === "number" ? { code: status.code } : {}), ...(typeof status.message === "string" ? { message: status.message } : {}) } }),
       ...(patch === undefined ? {} : { patch }),
     },
   };
+}
+
+/** The parsed `*<suffix>` files of `dir`, by name: a fuzzer's corpus. */
+export function goldenCorpus(dir: string, suffix: string): Array<{ readonly file: string; readonly doc: JsonMap }> {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(suffix))
+    .sort()
+    .map((file) => ({ file, doc: JSON.parse(readFileSync(join(dir, file), "utf8")) as JsonMap }));
+}
+
+/** `/healthz` of a webhook server: "" when it answers 200, else what went wrong. */
+export function healthz(port: number, ca: string): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ host: "127.0.0.1", port, servername: "localhost", path: "/healthz", ca, agent: false }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode === 200 ? "" : `/healthz answered ${res.statusCode}`));
+    });
+    req.on("error", (e) => resolve(`/healthz failed: ${e.message}`));
+    req.end();
+  });
+}
+
+/** The assertions {@link fuzzAdmission} makes, as tap's `t` has them. */
+export interface FuzzAsserts {
+  comment(message: string): void;
+  equal(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
+  same(found: unknown, wanted: unknown, ...message: [] | [string]): unknown;
+}
+
+export interface AdmissionFuzz {
+  /** Names the run in its summary line (`fuzz <name>: N requests tried…`), which the fuzz lane counts. */
+  readonly name: string;
+  /** The test file, for the replay command. */
+  readonly file: string;
+  readonly settings: FuzzSettings;
+  /** The webhook server (TLS for `localhost`, signed by `ca`) and the endpoint fuzzed. */
+  readonly webhook: { readonly server: { readonly port: number }; readonly ca: string };
+  readonly path: string;
+  /** The golden documents each case starts from (one, picked at random, copied). */
+  readonly corpus: ReadonlyArray<{ readonly file: string; readonly doc: JsonMap }>;
+  /**
+   * A case's review made from its copy of a golden document, with `uid` as
+   * its request uid, before the envelope is damaged and the request framed;
+   * and what was done to it.
+   */
+  review(rnd: Random, golden: JsonMap, uid: string): { readonly review: Json; readonly notes: readonly string[] };
+  /** The endpoint's own rules on an answer {@link judgeAdmission} passed: the problems, none when all is well. */
+  rules(body: Buffer, answer: ReviewAnswer): readonly string[];
+  /** Growth allowed from the warm sample to the end, after a forced GC (see docs/testing.md). */
+  readonly bounds: { readonly rssMiB: number; readonly heapMiB: number; readonly fds: number };
+}
+
+/**
+ * Runs an admission fuzzer and asserts what every webhook endpoint owes:
+ * no finding (each answer judged by {@link judgeAdmission} and the
+ * endpoint's rules), `/healthz` answering throughout and after, memory and
+ * file descriptors flat from the warm sample to the end.
+ */
+export async function fuzzAdmission(t: FuzzAsserts, f: AdmissionFuzz): Promise<void> {
+  const { settings } = f;
+  const server = { port: f.webhook.server.port, ca: f.webhook.ca };
+  const endpoint = { host: "127.0.0.1", port: server.port, tls: { ca: server.ca, servername: "localhost" } };
+  const make = (rnd: Random, i: number) => {
+    const golden = rnd.pick(f.corpus);
+    const made = f.review(rnd, structuredClone(golden.doc), `fuzz-${settings.seed}-${i}`);
+    let review = made.review;
+    const notes = [`golden ${golden.file}`, ...made.notes];
+    for (let k = rnd.weighted<number>([
+      [6, 0],
+      [3, 1],
+      [1, 2],
+    ]); k > 0; k--) {
+      const m = mutateEnvelope(rnd, review);
+      review = m.value;
+      notes.push(m.did);
+    }
+    const plan = planAdmission(rnd, review, f.path, MAX_REVIEW_BYTES);
+    return {
+      description: [`mutations: ${[...notes, ...plan.notes].join("; ")}`, `bytes: ${JSON.stringify(plan.bytes.subarray(0, 4000).toString("latin1"))}${plan.bytes.length > 4000 ? ` … (${plan.bytes.length} bytes)` : ""}`].join("\n"),
+      requests: 1,
+      run: async () => {
+        const res = await exchange(endpoint, { writes: [plan.bytes], gapMs: 0, end: plan.vanish ? { kind: "vanish" } : { kind: "read", maxMs: 30_000, expect: 1 } }, ["POST"]);
+        const { problems, answer } = judgeAdmission(plan, res.received, res.serverClosed);
+        return answer === undefined ? problems : [...problems, ...f.rules(plan.body, answer)];
+      },
+    };
+  };
+  const log = new VitalsLog(settings);
+  const check = async (p: { cases: number; seconds: number }): Promise<string[]> => {
+    log.sample(p);
+    const h = await healthz(server.port, server.ca);
+    return h === "" ? [] : [h];
+  };
+  const outcome = await runFuzz(settings, make, { every: 100, check });
+  t.comment(summaryLine(f.name, settings, outcome));
+  for (const finding of outcome.findings) t.comment(formatFinding(settings, f.file, finding));
+  t.equal(outcome.findings.length, 0, "the fuzzer found nothing");
+  t.equal(await healthz(server.port, server.ca), "", "the webhook still answers /healthz");
+  const after = log.final(outcome.cases);
+  for (const line of log.lines()) t.comment(line);
+  const memory = log.judge(after, f.bounds, outcome.findings.length > 0 || settings.only !== undefined);
+  if ("skipped" in memory) t.comment(memory.skipped);
+  else t.same(memory.problems, [], `from warm to the end: RSS within +${f.bounds.rssMiB} MiB, heap and external within +${f.bounds.heapMiB} MiB, file descriptors flat`);
 }

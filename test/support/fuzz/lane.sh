@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The fuzz lane (`npm run fuzz`): the proxy and webhook fuzzers side by side,
-# each for SHARDCAR_FUZZ_SECONDS (default 600) with a fresh seed that each
-# prints, then:
+# The fuzz lane (`npm run fuzz`): SHARDCAR_FUZZ_SECONDS (default 600) on two
+# jobs: the proxy fuzzer on one for all of it, the /mutate-pods and
+# /label-slots fuzzers one after the other on the other, half of it each;
+# each with a fresh seed that it prints. Then:
 #   fuzz: N requests tried
 #   fuzz: P passed, F failed, S skipped
 # (the last line for .ci/run, from tap's own summary). A finding prints the
@@ -17,14 +18,14 @@ trap 'rm -f "$out"' EXIT
 # tap runs with the plugins package.json names only once rebuilt for them
 # (as npm test does first): this lane works as the first command after npm ci.
 tap build >/dev/null || { echo "fuzz: tap build failed"; echo "fuzz: 0 passed, 1 failed, 0 skipped"; exit 1; }
-tap --disable-coverage --jobs=2 --timeout=$((secs * 2 + 600)) test/proxy/fuzz.test.ts test/webhook/fuzz.test.ts 2>&1 | tee "$out"
+tap --disable-coverage --jobs=2 --timeout=$((secs * 2 + 600)) test/proxy/fuzz.test.ts test/webhook/fuzz.test.ts test/webhook/label-fuzz.test.ts 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 summary=$(grep -aE '^# \{ total: [0-9]+' "$out" | tail -n 1)
 pass=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); pass=${pass:-0}
 fail=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary"); fail=${fail:-0}
 skip=$(sed -nE 's/.*skip: ([0-9]+).*/\1/p' <<<"$summary"); skip=${skip:-0}
 if [ -z "$summary" ] || { [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; }; then fail=$((fail + 1)); fi
-tried=$(grep -aoE '# fuzz [a-z]+: [0-9]+ requests tried' "$out" | awk '{ n += $4 } END { print n + 0 }')
+tried=$(grep -aoE '# fuzz [a-z-]+: [0-9]+ requests tried' "$out" | awk '{ n += $4 } END { print n + 0 }')
 echo "fuzz: $tried requests tried"
 echo "fuzz: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]

@@ -36,6 +36,37 @@ export interface Exchange {
   readonly abortHandshakeMs?: number;
 }
 
+/** One request as a table of inputs writes it, in latin1 so that any byte can be written. */
+export interface RawMessage {
+  readonly method: string;
+  /** Request line and headers, without the final blank line. */
+  readonly head: string;
+  readonly body?: string;
+}
+
+/** A row of a table of raw inputs: the requests, how they go out, and the statuses they must get. */
+export interface RawRow {
+  /** What the row holds the server to. */
+  readonly name: string;
+  readonly messages: readonly RawMessage[];
+  /** The bytes written, when not the messages as they are (cut, split). */
+  readonly bytes?: (whole: Buffer) => Buffer[];
+  /** Default: read until every message is answered. */
+  readonly end?: ClientEnd;
+  /** The statuses of the answers, in order; `undefined` when the client leaves before it could read any. */
+  readonly want?: readonly number[];
+}
+
+/** The row's messages on the wire; `head(m, k)` may fill in the k-th head. */
+export function rawBytes(messages: readonly RawMessage[], head: (m: RawMessage, k: number) => string = (m) => m.head): Buffer {
+  return Buffer.concat(messages.map((m, k) => Buffer.from(`${head(m, k)}\r\n\r\n${m.body ?? ""}`, "latin1")));
+}
+
+/** Runs a row against `ep`: its bytes, then its client behaviour. */
+export function exchangeRow(ep: Endpoint, row: RawRow, whole: Buffer): Promise<ExchangeResult> {
+  return exchange(ep, { writes: row.bytes?.(whole) ?? [whole], gapMs: 0, end: row.end ?? { kind: "read", maxMs: 20_000, expect: row.messages.length } }, row.messages.map((m) => m.method.toUpperCase()));
+}
+
 export interface ExchangeResult {
   readonly received: Buffer;
   /** Whether the server closed (or reset) the connection first. */

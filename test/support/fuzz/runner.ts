@@ -6,8 +6,9 @@
  * finding too, reported with the cases that were in flight.
  *
  * Knobs (environment):
- * - `SHARDCAR_FUZZ_SECONDS`: run for this long (the long lane); otherwise a
- *   fixed number of cases with a fixed seed, the same every run.
+ * - `SHARDCAR_FUZZ_SECONDS`: the long lane's length; a fuzzer then runs for
+ *   its share of it (see {@link fuzzSettings}); otherwise a fixed number of
+ *   cases with a fixed seed, the same every run.
  * - `SHARDCAR_FUZZ_CASES`: the number of cases (short run).
  * - `SHARDCAR_FUZZ_SEED`: the seed (the long lane picks and prints a fresh one).
  * - `SHARDCAR_FUZZ_CASE`: run only this case of the seed: the reproduction.
@@ -34,9 +35,15 @@ function envNumber(name: string): number | undefined {
   return n;
 }
 
-/** The run's settings: `short` unless the environment asks for the long lane or a reproduction. */
-export function fuzzSettings(short: { readonly cases: number; readonly seed: number; readonly concurrency: number }): FuzzSettings {
-  const seconds = envNumber("SHARDCAR_FUZZ_SECONDS");
+/**
+ * The run's settings: `short` unless the environment asks for the long lane
+ * or a reproduction. In the lane a fuzzer runs for `share` of
+ * `SHARDCAR_FUZZ_SECONDS` (default all of it): the lane runs two test files
+ * at a time, so fuzzers that follow each other on one job split its time.
+ */
+export function fuzzSettings(short: { readonly cases: number; readonly seed: number; readonly concurrency: number; readonly share?: number }): FuzzSettings {
+  const lane = envNumber("SHARDCAR_FUZZ_SECONDS");
+  const seconds = lane === undefined ? undefined : lane * (short.share ?? 1);
   const only = envNumber("SHARDCAR_FUZZ_CASE");
   return {
     seed: seedFromEnv(seconds === undefined ? short.seed : undefined),

@@ -76,11 +76,6 @@ export class VitalsLog {
     this.samples = [{ cases: 0, vitals: vitals() }];
   }
 
-  /** The warm sample, or the first one when the run never got warm. */
-  get warm(): Vitals {
-    return this.#warm ?? (this.samples[0] as { vitals: Vitals }).vitals;
-  }
-
   /** Between cases; true when this was the warm sample. */
   sample(p: { readonly cases: number; readonly seconds: number }): boolean {
     const b = this.#bound;
@@ -92,6 +87,19 @@ export class VitalsLog {
     }
     if (p.cases % this.#every === 0) this.samples.push({ cases: p.cases, vitals: vitals() });
     return false;
+  }
+
+  /**
+   * Growth from the warm sample to `after`, as problems (none when flat). A
+   * run that ended before its warm sample compares with a cold start, where
+   * JIT and caches still fill: when a finding (or a reproduction's one case)
+   * ended it early that says nothing and is skipped, with the reason; a run
+   * that simply never got warm is a problem.
+   */
+  judge(after: Vitals, bounds: { readonly rssMiB: number; readonly heapMiB: number; readonly fds: number }, endedEarly: boolean): { readonly problems: readonly string[] } | { readonly skipped: string } {
+    if (this.#warm !== undefined) return { problems: growth(this.#warm, after, bounds) };
+    if (endedEarly) return { skipped: "memory not judged: the run ended before its warm sample" };
+    return { problems: ["the run ended before its warm sample: memory cannot be judged (more cases, or a longer run)"] };
   }
 
   /** The last sample, taken now. */

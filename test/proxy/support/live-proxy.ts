@@ -1,0 +1,61 @@
+/**
+ * Live proxies (`startProxy`) for tests: one in front of a stand-in
+ * apiserver whose every answer the test writes, and the probes that tests
+ * holding a proxy to "never dies on input" share: its admin `/readyz`, the
+ * front's count of handlers that threw, and what its upstream agent holds
+ * open.
+ */
+import { createServer, get, type Agent, type RequestListener } from "node:http";
+import type { AddressInfo } from "node:net";
+import { silentLogger } from "../../../src/log.ts";
+import { StaticOwnership } from "../../../src/shard/ownership.ts";
+import { startProxy, type ProxyConfig, type RunningProxy } from "../../../src/proxy/run.ts";
+import { makeUpstream } from "../../../src/proxy/upstream.ts";
+import type { Range } from "../../../src/shard/range.ts";
+import { parseResources } from "../../../src/shard/spec.ts";
+
+/**
+ * A proxy sharding `pods` to `owned` (fallback filter) in front of a
+ * node:http stand-in apiserver answering with `answer`; both closed on
+ * teardown. `over` replaces any of the proxy's settings.
+ */
+export async function proxyInFrontOf(t: { teardown(fn: () => Promise<void>): void }, owned: readonly Range[], answer: RequestListener, over: Partial<ProxyConfig> = {}): Promise<RunningProxy> {
+  const upstream = createServer(answer);
+  await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
+  const proxy = await startProxy({
+    listen: { host: "127.0.0.1", port: 0 },
+    upstream: makeUpstream(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
+    resources: parseResources("pods"),
+    ownership: new StaticOwnership([...owned]),
+    fallback: "filter",
+    logger: silentLogger(),
+    ...over,
+  });
+  t.teardown(async () => {
+    await proxy.close();
+    upstream.closeAllConnections();
+    await new Promise<void>((r) => upstream.close(() => r()));
+  });
+  return proxy;
+}
+
+/** "" when the admin server's `/readyz` answers 200, else what went wrong. */
+export function readyz(adminUrl: string | undefined): Promise<string> {
+  return new Promise((resolve) => {
+    get(`${adminUrl ?? ""}/readyz`, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode === 200 ? "" : `/readyz answered ${res.statusCode}`));
+    }).on("error", (e) => resolve(`/readyz failed: ${e.message}`));
+  });
+}
+
+/** `shardcar_proxy_handler_failures_total`, summed: handlers that threw (each answered 500 by the front). */
+export async function handlerFailures(running: RunningProxy): Promise<number> {
+  return (await running.metrics.handlerFailures.get()).values.reduce((s, v) => s + v.value, 0);
+}
+
+/** Upstream connections carrying a request, and idle kept-alive ones. */
+export function agentSockets(agent: Agent): { inUse: number; idle: number } {
+  const count = (m: NodeJS.ReadOnlyDict<unknown[]>): number => Object.values(m).reduce((n, l) => n + (l?.length ?? 0), 0);
+  return { inUse: count(agent.sockets), idle: count(agent.freeSockets) };
+}
