@@ -8,7 +8,7 @@ import type { Logger } from "../log.ts";
 import type { ProxyFiltering } from "../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
-import type { FallbackPolicy } from "../proxy/server.ts";
+import type { Fallback } from "../settings/pod-settings.ts";
 import { makeUpstream } from "../proxy/upstream.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { createLocalCa } from "../pki/ca.ts";
@@ -21,7 +21,7 @@ export interface ReplicaOptions {
   readonly upstreamCa?: string;
   readonly resources: readonly ShardedResource[];
   readonly ownership: OwnershipSource;
-  readonly fallback?: FallbackPolicy;
+  readonly fallback?: Fallback;
   /** How the apiserver is asked to filter; default shardselector. */
   readonly filtering?: ProxyFiltering;
   readonly logger: Logger;

@@ -5,27 +5,12 @@
  * `<name>-<shard identity>` on the way up and back on the way down, so each
  * replica leads its own shard. Pure functions; the proxy does the I/O.
  */
-import { ConfigError } from "../errors.ts";
 import { joinSegments, pathSegments } from "../kube/request-path.ts";
+import type { LockSpec } from "../settings/lock.ts";
 import { lenHeader, WireReader, WIRE_LEN, hasMagic } from "./scan/proto-wire.ts";
 
-export type LockResource = "leases" | "configmaps" | "endpoints";
-
-export interface LockSpec {
-  readonly resource: LockResource;
-  readonly name: string;
-}
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
-
-/** Parses `leases/my-controller` (also `configmaps/…`, `endpoints/…`). */
-export function parseLockSpec(value: string, flag = "--leader-election"): LockSpec {
-  const m = /^(leases|configmaps|endpoints)\/(.+)$/.exec(value.trim());
-  if (!m || !DNS_SUBDOMAIN.test(m[2] ?? "") || (m[2] ?? "").length > 253) {
-    throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected leases/<name>, configmaps/<name> or endpoints/<name>`);
-  }
-  return { resource: m[1] as LockResource, name: m[2] as string };
-}
+// The lock's spelling and parser belong to the pod settings (src/settings/lock.ts).
+export type { LockSpec };
 
 /** The lock name a shard uses. Kept a valid object name: at most 253 characters. */
 export function renamedLock(lock: LockSpec, identity: string): string {

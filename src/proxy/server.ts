@@ -22,6 +22,7 @@ import { recordedPoint, rewriteFor, SHARDSELECTOR, type ProxyFiltering } from ".
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { matchLockRequest, renameBody, renamedLock, type LockMatch, type LockSpec } from "./lock-rename.ts";
+import type { Fallback } from "../settings/pod-settings.ts";
 import { RecentKeys, RecordingMatcher } from "./recent.ts";
 import { RelistTracker } from "./relist.ts";
 import { createJsonListFilter } from "./scan/json-list-filter.ts";
@@ -38,13 +39,11 @@ import { sendStatus } from "./status.ts";
 import { watchErrorEvent } from "./scan/status-encoding.ts";
 import type { Upstream } from "./upstream.ts";
 
-export type FallbackPolicy = "filter" | "fail";
-
 export interface ShardProxyOptions {
   readonly upstream: Upstream;
   readonly resources: readonly ShardedResource[];
   readonly ownership: OwnershipSource;
-  readonly fallback: FallbackPolicy;
+  readonly fallback: Fallback;
   readonly logger: Logger;
   readonly metrics: ProxyMetrics;
   /** How the apiserver is asked to filter (see filtering.ts). Default shardselector. */

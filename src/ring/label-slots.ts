@@ -14,14 +14,15 @@
  * Pure: no clock, no I/O.
  */
 import { ConfigError } from "../errors.ts";
+import type { FilterMode as SettingFilterMode } from "../settings/pod-settings.ts";
 import { formatSlot, keyValue, parseSlot, slotLabelKey, slotOfValue, type KeyMetadata, type ResourceKey } from "../shard/slots.ts";
 import { parseResources } from "../shard/spec.ts";
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../shard/table.ts";
 import { isRecord } from "../is-record.ts";
 
-/** How a ring's proxies ask the server to filter. */
-export const FilterMode = { ShardSelector: "shardselector", Labels: "labels" } as const;
-export type FilterMode = (typeof FilterMode)[keyof typeof FilterMode];
+/** How a ring's proxies ask the server to filter: the pod setting `filter` (src/settings/), by name. */
+export const FilterMode = { ShardSelector: "shardselector", Labels: "labels" } as const satisfies Record<string, SettingFilterMode>;
+export type FilterMode = SettingFilterMode;
 
 /** A resource a labels-mode ring labels, and the key its slot is computed from. */
 export interface SlotResource {

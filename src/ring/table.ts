@@ -7,11 +7,13 @@
  *
  * Pure: no clock, no I/O. Timestamps are parsed, never read.
  */
+import type { Handoff } from "../settings/pod-settings.ts";
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT, slotsOf, type SlotOwners } from "../shard/table.ts";
 import { isRecord } from "../is-record.ts";
 
-export const HandoffMode = { Overlap: "overlap", Exclusive: "exclusive" } as const;
-export type HandoffMode = (typeof HandoffMode)[keyof typeof HandoffMode];
+/** The pod setting `handoff` (src/settings/), by name, as the ShardRing's `spec.handoff` spells it. */
+export const HandoffMode = { Overlap: "overlap", Exclusive: "exclusive" } as const satisfies Record<string, Handoff>;
+export type HandoffMode = Handoff;
 
 /**
  * What a pending table asks of the members: `Widening` (overlap: gainers add

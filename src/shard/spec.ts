@@ -1,12 +1,12 @@
 /**
  * The two user-facing configuration values that describe sharding: which
  * resources are sharded (and by which key), and where a replica's ranges come
- * from. Shared by the proxy's flags and the webhook's annotations, so both
- * accept and refuse exactly the same text.
+ * from, each with its parser and its printer. The pod settings vocabulary
+ * (src/settings/) spells them as annotations, sidecar args and flags.
  */
 import { ConfigError, SelectorSyntaxError } from "../errors.ts";
 import { normalize, shardRange, type Range } from "./range.ts";
-import { parseSelector, type ShardKey } from "./selector.ts";
+import { canonicalSelector, parseSelector, type ShardKey } from "./selector.ts";
 import type { ResourceKey } from "./slots.ts";
 
 export interface ShardedResource {
@@ -17,13 +17,6 @@ export interface ShardedResource {
   /** What an object is hashed by; `owner` follows its controller ownerReference (slots.ts `keyValue`). */
   readonly key: ResourceKey;
 }
-
-/**
- * How the apiserver is asked to filter: `shardselector` (KEP-5866, needs the
- * ShardedListAndWatch gate for uid and namespace keys) or `labels` (a slot
- * label selector, honoured by every apiserver; needs every object labelled).
- */
-export type FilterMode = "shardselector" | "labels";
 
 export type ShardSpec =
   | { readonly mode: "ring" }
@@ -65,11 +58,9 @@ export function parseResources(value: string, flag = "--resources"): ShardedReso
   return out;
 }
 
-/** Parses `shardselector` or `labels`. Throws {@link ConfigError} naming `flag` and the value. */
-export function parseFilterMode(value: string, flag = "--filter"): FilterMode {
-  const v = value.trim();
-  if (v === "shardselector" || v === "labels") return v;
-  throw new ConfigError(flag, `invalid ${flag} ${JSON.stringify(value)}: expected shardselector or labels`);
+/** The one spelling of `resources` that {@link parseResources} reads back to the same list. */
+export function formatResources(resources: readonly ShardedResource[]): string {
+  return resources.map((r) => `${r.resource}${r.group === "" ? "" : `.${r.group}`}${r.key === "uid" ? "" : `=${r.key}`}`).join(",");
 }
 
 /**
@@ -101,6 +92,21 @@ export function parseShardSpec(value: string, flag = "--shards"): ShardSpec {
     }
   }
   return fail("expected ring, i/N (e.g. 0/3), ordinal/N, or a shardRange(...) selector");
+}
+
+/** The one spelling of `spec` that {@link parseShardSpec} reads back to the same spec. */
+export function formatShards(spec: ShardSpec): string {
+  switch (spec.mode) {
+    case "ring":
+      return "ring";
+    case "index":
+      return `${spec.index}/${spec.count}`;
+    case "ordinal":
+      return `ordinal/${spec.count}`;
+    case "selector":
+      // parseShardSpec only returns non-empty ranges, so this is defined.
+      return canonicalSelector(spec.key, spec.ranges) ?? "";
+  }
 }
 
 /** StatefulSet pods are named `<set>-<ordinal>`. */

@@ -19,7 +19,8 @@
  * 11. ports the sidecar needs.
  */
 import { ordinalOf } from "../shard/spec.ts";
-import { ANNOTATIONS, isValidRingName, parsePodSettings, readInjectToggle, type PodSettings } from "./annotations.ts";
+import { isValidRingName } from "../settings/pod-settings.ts";
+import { ANNOTATIONS, parsePodSettings, readInjectToggle, type PodSettings } from "./annotations.ts";
 import { SERVICE_ACCOUNT_DIR, SHARED_VOLUME, SIDECAR_NAME, type InjectorConfig } from "./config.ts";
 import { arr, obj, str, stringMap, type JsonObject } from "./json.ts";
 

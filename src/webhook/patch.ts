@@ -11,7 +11,8 @@
  * Pure: no I/O, no clock; the same input always gives the same operations.
  */
 import { SIDECAR_ENV } from "../sidecar-runtime.ts";
-import { ANNOTATIONS, formatResources, formatShards } from "./annotations.ts";
+import { settingsToArgs } from "../settings/pod-settings.ts";
+import { ANNOTATIONS } from "./annotations.ts";
 import {
   SERVICE_ACCOUNT_DIR,
   SHARED_VOLUME,
@@ -112,23 +113,11 @@ function sidecar(plan: InjectionPlan): JsonObject {
     `127.0.0.1:${config.proxyPort}`,
     "--admin-listen",
     `0.0.0.0:${config.adminPort}`,
-    "--resources",
-    formatResources(settings.resources),
-    "--shards",
-    formatShards(settings.shards),
-    ...(plan.ring === undefined ? [] : ["--ring", plan.ring]),
-    // Only when labels: the proxy's default (shardselector) stays the single source of truth.
-    ...(settings.filter === "labels" ? ["--filter", "labels"] : []),
-    "--fallback",
-    settings.fallback,
-    "--handoff",
-    settings.handoff,
-    // Only when off: the proxy's default stays the single source of truth.
-    ...(settings.syntheticDeletes ? [] : ["--synthetic-deletes", "false"]),
-    ...(settings.leaderElection === undefined ? [] : ["--leader-election", settings.leaderElection]),
+    // The pod's settings in the proxy's own vocabulary, with the ring the
+    // decision resolved (the owning workload's name when none was written).
+    ...settingsToArgs({ ...settings, ring: plan.ring }),
     "--sa-dir",
     SIDECAR_SHARED_DIR,
-    ...(settings.kubeconfig ? ["--write-kubeconfig"] : []),
   ];
   const mounts: JsonValue[] = [{ name: SHARED_VOLUME, mountPath: SIDECAR_SHARED_DIR }];
   // The sidecar keeps the real token for itself at the standard path, so it

@@ -148,7 +148,7 @@ t.test("preflight --filter labels checks the ShardRing and the stamping webhook'
 t.test("preflight flags for labels mode: a bad --filter or a missing --ring exit 2 naming them", async (t) => {
   const bad = await cli(["preflight", "--resources", "pods", "--filter", "label"]);
   t.equal(bad.code, 2);
-  t.match(bad.err, /invalid --filter "label": expected shardselector or labels/);
+  t.match(bad.err, /invalid --filter "label": allowed values are "shardselector" and "labels"/);
   const noRing = await cli(["preflight", "--resources", "pods", "--filter", "labels"]);
   t.equal(noRing.code, 2);
   t.match(noRing.err, /--filter labels needs --ring NAME/);

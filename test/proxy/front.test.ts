@@ -15,7 +15,7 @@ import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { indexResources } from "../../src/proxy/classify.ts";
 import { createFront } from "../../src/proxy/front.ts";
-import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
+import { parseLockSpec } from "../../src/settings/lock.ts";
 import { ProxyMetrics } from "../../src/proxy/metrics.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";

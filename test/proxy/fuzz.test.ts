@@ -19,7 +19,7 @@ import t from "tap";
 import type { Agent } from "node:http";
 import { startDevApi, seedPods, type DevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
+import { parseLockSpec } from "../../src/settings/lock.ts";
 import { MutableOwnership, StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";

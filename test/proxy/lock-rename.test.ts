@@ -1,5 +1,6 @@
 import t from "tap";
-import { matchLockRequest, parseLockSpec, renameJson, renameProto, renamedLock } from "../../src/proxy/lock-rename.ts";
+import { matchLockRequest, renameJson, renameProto, renamedLock } from "../../src/proxy/lock-rename.ts";
+import { parseLockSpec } from "../../src/settings/lock.ts";
 import { ConfigError } from "../../src/errors.ts";
 import { decodeObject, encodeObject, loadK8sProto } from "../support/proto/k8s.ts";
 

@@ -1,10 +1,9 @@
 /**
- * The resources annotation and flag accept the owner key, and the filter
- * mode and slot label parse strictly, naming the bad value.
+ * The resources annotation and flag accept the owner key, and the slot
+ * label parses strictly, naming the bad value.
  */
 import t from "tap";
-import { ConfigError } from "../../src/errors.ts";
-import { parseFilterMode, parseLabelKey, parseResources } from "../../src/shard/spec.ts";
+import { parseLabelKey, parseResources } from "../../src/shard/spec.ts";
 
 t.test("resources may be keyed by uid, namespace or owner", async (t) => {
   t.same(parseResources("widgets.example.com, configmaps=owner, deployments.apps=owner, pods=namespace"), [
@@ -14,12 +13,6 @@ t.test("resources may be keyed by uid, namespace or owner", async (t) => {
     { resource: "pods", group: "", key: "namespace" },
   ]);
   t.throws(() => parseResources("pods=owners"), { message: /key must be uid, namespace or owner, got "owners"/ });
-});
-
-t.test("the filter mode is shardselector or labels, nothing else", async (t) => {
-  t.equal(parseFilterMode("labels"), "labels");
-  t.equal(parseFilterMode(" shardselector "), "shardselector");
-  for (const bad of ["", "label", "Labels", "shardSelector"]) t.throws(() => parseFilterMode(bad, "shardcar.io/filter"), new ConfigError("shardcar.io/filter", `invalid shardcar.io/filter ${JSON.stringify(bad)}: expected shardselector or labels`));
 });
 
 t.test("an explicit slot label is a valid label key", async (t) => {

@@ -142,7 +142,7 @@ rows.push(
     edit: (p) => {
       p.metadata["annotations"] = { "shardcar.io/resources": "pods", "shardcar.io/leader-election": "configmaps/ctrl-lock" };
     },
-    want: plan((p) => (p.settings.leaderElection === "configmaps/ctrl-lock" ? undefined : String(p.settings.leaderElection))),
+    want: plan((p) => (p.settings.leaderElection?.resource === "configmaps" && p.settings.leaderElection.name === "ctrl-lock" ? undefined : JSON.stringify(p.settings.leaderElection))),
   },
   {
     name: "a static selector is accepted and needs no ring",

@@ -1,7 +1,6 @@
-import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import { formatPreflight } from "../../ops/checks.ts";
 import { runPreflight } from "../../ops/preflight.ts";
-import { parseResources, parseShardSpec } from "../../shard/spec.ts";
+import { settingsFromFlags } from "../../settings/pod-settings.ts";
 import type { Command } from "../command.ts";
 import { intFlag, parseFlags, UsageError } from "../flags.ts";
 import { KUBE_FLAGS, KUBE_FLAGS_HELP, kubeFromFlags } from "../kube-flags.ts";
@@ -75,10 +74,14 @@ Examples:
       io.stdout.write(this.usage);
       return 0;
     }
-    if (values.resources === undefined) throw new UsageError("--resources", "--resources is required, e.g. --resources pods");
-    const resources = parseResources(values.resources, "--resources");
-    const shards = parseShardSpec(values.shards ?? "ring", "--shards");
-    const lock = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
+    // The pod's own settings, read as the proxy reads them.
+    const { resources, shards, leaderElection: lock, filter, ring } = settingsFromFlags({
+      resources: values.resources,
+      shards: values.shards,
+      "leader-election": values["leader-election"],
+      filter: values.filter,
+      ring: values.ring,
+    });
     const probes = intFlag("--probes", values.probes, 4, 1, 100);
     const secret = values["webhook-secret"];
     if (secret !== undefined && !/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(secret)) {
@@ -88,10 +91,7 @@ Examples:
     if (label !== undefined && !/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(label)) {
       throw new UsageError("--shard-label", `invalid --shard-label ${JSON.stringify(label)}: expected a label key, e.g. convoy.kumodo.io/shard`);
     }
-    const filter = values.filter ?? "shardselector";
-    if (filter !== "shardselector" && filter !== "labels") throw new UsageError("--filter", `invalid --filter ${JSON.stringify(filter)}: expected shardselector or labels`);
-    if (values.ring !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.ring)) throw new UsageError("--ring", `invalid --ring ${JSON.stringify(values.ring)}: expected a ring name (a DNS label)`);
-    if (filter === "labels" && values.ring === undefined) throw new UsageError("--ring", "--filter labels needs --ring NAME: the ShardRing whose slot label the pods will select by");
+    if (filter === "labels" && ring === undefined) throw new UsageError("--ring", "--filter labels needs --ring NAME: the ShardRing whose slot label the pods will select by");
     const { client, namespace } = kubeFromFlags(values, io.env);
     const webhook = values.webhook === "none" || values.webhook === "" ? undefined : (values.webhook ?? "shardcar");
     const report = await runPreflight(client, {
@@ -103,7 +103,7 @@ Examples:
       webhook,
       webhookSecret: secret,
       shardLabel: label,
-      labelRing: filter === "labels" ? values.ring : undefined,
+      labelRing: filter === "labels" ? ring : undefined,
       probes,
       requireServerFiltering: values["require-server-filtering"] === true,
       now: Date.now,

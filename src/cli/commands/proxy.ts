@@ -6,7 +6,6 @@ import type { RingMember } from "../../ring/member.ts";
 import { join } from "node:path";
 import type { Logger } from "../../log.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
-import { parseLockSpec } from "../../proxy/lock-rename.ts";
 import type { InjectedMode } from "../../proxy/injected/mode.ts";
 import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
@@ -14,7 +13,8 @@ import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts"
 import { parseListen, startProxy } from "../../proxy/run.ts";
 import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
-import { parseFilterMode, parseLabelKey, parseResources, parseShardSpec, shardIdentity, staticRanges } from "../../shard/spec.ts";
+import { parseLabelKey, shardIdentity, staticRanges } from "../../shard/spec.ts";
+import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts";
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../../shard/table.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
@@ -83,6 +83,30 @@ async function sidecarClient(cfg: SidecarConfig, env: NodeJS.ProcessEnv, log: Lo
   }
 }
 
+/** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
+export const PROXY_FLAGS = {
+  ...SETTING_FLAGS,
+  listen: { type: "string" },
+  "admin-listen": { type: "string" },
+  kubeconfig: { type: "string" },
+  server: { type: "string" },
+  "certificate-authority": { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "pod-name": { type: "string" },
+  "bookmark-interval": { type: "string" },
+  "relist-jitter": { type: "string" },
+  "wait-for-ranges": { type: "string" },
+  "max-item-bytes": { type: "string" },
+  "log-level": { type: "string" },
+  injected: { type: "boolean" },
+  "sa-dir": { type: "string" },
+  "real-sa-dir": { type: "string" },
+  "pod-namespace": { type: "string" },
+  "slot-label": { type: "string" },
+  "slot-count": { type: "string" },
+} as const;
+
 export const proxyCommand: Command = {
   name: "proxy",
   usage: `Usage: shardcar proxy --resources LIST [flags]
@@ -142,45 +166,13 @@ Examples:
   shardcar proxy --injected --sa-dir /var/run/shardcar/serviceaccount --resources pods --shards ordinal/3
 `,
   async run(argv, io) {
-    const { values } = parseFlags(argv, {
-      resources: { type: "string" },
-      shards: { type: "string" },
-      fallback: { type: "string" },
-      listen: { type: "string" },
-      "admin-listen": { type: "string" },
-      kubeconfig: { type: "string" },
-      server: { type: "string" },
-      "certificate-authority": { type: "string" },
-      "tls-cert": { type: "string" },
-      "tls-key": { type: "string" },
-      "pod-name": { type: "string" },
-      "bookmark-interval": { type: "string" },
-      "relist-jitter": { type: "string" },
-      "synthetic-deletes": { type: "string" },
-      "wait-for-ranges": { type: "string" },
-      "max-item-bytes": { type: "string" },
-      "log-level": { type: "string" },
-      injected: { type: "boolean" },
-      "sa-dir": { type: "string" },
-      "real-sa-dir": { type: "string" },
-      "write-kubeconfig": { type: "boolean" },
-      ring: { type: "string" },
-      handoff: { type: "string" },
-      "leader-election": { type: "string" },
-      "pod-namespace": { type: "string" },
-      filter: { type: "string" },
-      "slot-label": { type: "string" },
-      "slot-count": { type: "string" },
-    });
+    const { values } = parseFlags(argv, PROXY_FLAGS);
     if (values.help) {
       io.stdout.write(this.usage);
       return 0;
     }
-    if (values.resources === undefined) throw new UsageError("--resources", "--resources is required, e.g. --resources pods,configmaps=namespace");
-    const resources = parseResources(values.resources, "--resources");
-    const spec = parseShardSpec(values.shards ?? "ring", "--shards");
-    const fallback = values.fallback ?? "filter";
-    if (fallback !== "filter" && fallback !== "fail") throw new UsageError("--fallback", `invalid --fallback ${JSON.stringify(fallback)}: expected filter or fail`);
+    const settings = settingsFromFlags(values, { slotLabel: values["slot-label"] !== undefined });
+    const { resources, shards: spec, fallback, filter: filterMode } = settings;
     const listen = parseListen("--listen", values.listen ?? "127.0.0.1:7443");
     const adminFlag = values["admin-listen"] ?? "0.0.0.0:9464";
     const admin = adminFlag === "off" ? undefined : parseListen("--admin-listen", adminFlag);
@@ -188,8 +180,6 @@ Examples:
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
     const waitForRangesMs = durationFlag("--wait-for-ranges", values["wait-for-ranges"], 30_000);
-    const syntheticFlag = values["synthetic-deletes"] ?? "true";
-    if (syntheticFlag !== "true" && syntheticFlag !== "false") throw new UsageError("--synthetic-deletes", `invalid --synthetic-deletes ${JSON.stringify(syntheticFlag)}: expected true or false`);
     const maxItemBytes = intFlag("--max-item-bytes", values["max-item-bytes"], 16 * 1024 * 1024, 1024);
     const podName = values["pod-name"] ?? io.env.POD_NAME;
 
@@ -212,13 +202,6 @@ Examples:
             ? { kind: "in-cluster", saDir: realSaDir, flag: "--real-sa-dir" }
             : { kind: "default-chain" };
     const upstream = await sidecarUpstream(sidecar, { env: io.env, server: values.server, caFile: values["certificate-authority"] });
-    const filterMode = parseFilterMode(values.filter ?? "shardselector", "--filter");
-    if (filterMode === "shardselector" && fallback === "fail") {
-      const owned = resources.filter((r) => r.key === "owner").map((r) => r.resource);
-      if (owned.length > 0) {
-        throw new UsageError("--fallback", `--fallback fail cannot hold with owner keys in shardselector mode (${owned.join(", ")}): no shardSelector can hash an ownerReference, so the server never filters them; use --filter labels or --fallback filter`);
-      }
-    }
     if (filterMode === "shardselector" && (values["slot-label"] !== undefined || values["slot-count"] !== undefined)) {
       throw new UsageError("--filter", "--slot-label and --slot-count need --filter labels");
     }
@@ -229,8 +212,8 @@ Examples:
     let labelKey: string | undefined;
     if (filterMode === "labels") {
       if (values["slot-label"] !== undefined) labelKey = parseLabelKey(values["slot-label"], "--slot-label");
-      else if (values.ring === undefined || values.ring === "") throw new UsageError("--ring", "--filter labels needs --ring NAME (the slot label is shard.shardcar.io/NAME) or --slot-label KEY");
-      else labelKey = slotLabelKey(values.ring);
+      else if (settings.ring === undefined) throw new UsageError("--ring", "--filter labels needs --ring NAME (the slot label is shard.shardcar.io/NAME) or --slot-label KEY");
+      else labelKey = slotLabelKey(settings.ring);
     }
     const given = staticRanges(spec, podName);
     // Labels mode enforces whole slots: a static i/N whose bounds cut slots becomes its slot-aligned neighbour.
@@ -240,21 +223,19 @@ Examples:
     if (ranges === undefined) {
       // Ring mode: the sidecar's own identity (never the controller's) holds
       // the member Lease and reads the ShardRing.
-      const ring = values.ring;
+      const ring = settings.ring;
       const namespace = values["pod-namespace"] ?? io.env.POD_NAMESPACE;
-      if (ring === undefined || ring === "") throw new UsageError("--ring", "--shards ring needs --ring NAME (the webhook sets it from shardcar.io/ring or the owning workload)");
+      if (ring === undefined) throw new UsageError("--ring", "--shards ring needs --ring NAME (the webhook sets it from shardcar.io/ring or the owning workload)");
       if (podName === undefined || namespace === undefined) throw new UsageError("--pod-name", "--shards ring needs --pod-name and --pod-namespace (or POD_NAME and POD_NAMESPACE)");
-      const handoff = values.handoff ?? "overlap";
-      if (handoff !== "overlap" && handoff !== "exclusive") throw new UsageError("--handoff", `invalid --handoff ${JSON.stringify(handoff)}: expected overlap or exclusive`);
       // Ring code loads only in ring mode, and client-node not even then
       // unless the credentials need it (idle RSS, P6).
-      const [{ RingMember }, { HandoffMode }] = await Promise.all([import("../../ring/member.ts"), import("../../ring/table.ts")]);
+      const { RingMember } = await import("../../ring/member.ts");
       member = new RingMember({
         client: await sidecarClient(sidecar, io.env, logger),
         namespace,
         ring,
         member: podName,
-        mode: handoff === "overlap" ? HandoffMode.Overlap : HandoffMode.Exclusive,
+        mode: settings.handoff,
         log: logger.child({ component: "ring-member" }),
         registry,
       });
@@ -265,7 +246,7 @@ Examples:
     const ringMember = member;
     const filtering: ProxyFiltering =
       labelKey === undefined ? { mode: "shardselector" } : { mode: "labels", labelKey, slotCount: ringMember === undefined ? () => staticSlotCount : () => ringMember.slotCount };
-    const lockSpec = values["leader-election"] === undefined ? undefined : parseLockSpec(values["leader-election"], "--leader-election");
+    const lockSpec = settings.leaderElection;
     const identity = shardIdentity(spec, podName) ?? podName;
     if (lockSpec !== undefined && identity === undefined) {
       throw new UsageError("--leader-election", "--leader-election needs a shard identity: use i/N or ordinal/N, or give --pod-name");
@@ -293,7 +274,7 @@ Examples:
         realServiceAccountDir: realSaDir,
         listenHost: "127.0.0.1",
         listenPort: listen.port,
-        writeKubeconfig: values["write-kubeconfig"] === true,
+        writeKubeconfig: settings.kubeconfig,
         logger,
         signal: io.signal,
       });
@@ -319,7 +300,7 @@ Examples:
       bookmarkIntervalMs,
       relistJitterMs,
       // Static ranges never shrink: no index to keep.
-      syntheticDeletes: member !== undefined && syntheticFlag === "true",
+      syntheticDeletes: member !== undefined && settings.syntheticDeletes,
       waitForRangesMs: member === undefined ? 0 : waitForRangesMs,
       maxItemBytes,
     });

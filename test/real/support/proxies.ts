@@ -9,7 +9,7 @@ import { kubeConfigFor } from "../../../src/demo/replica.ts";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
-import type { FallbackPolicy } from "../../../src/proxy/server.ts";
+import type { Fallback } from "../../../src/settings/pod-settings.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import type { ShardedResource } from "../../../src/shard/spec.ts";
@@ -21,7 +21,7 @@ export interface ProxyOptions {
   readonly resources: readonly ShardedResource[];
   readonly ranges?: readonly Range[];
   readonly ownership?: OwnershipSource;
-  readonly fallback?: FallbackPolicy;
+  readonly fallback?: Fallback;
   /** Serve TLS to the client (client-node refuses plain HTTP with verification on). */
   readonly tls?: boolean;
   /** Narrow without relists (ring mode's default in the sidecar); off unless set. */
