@@ -37,7 +37,7 @@ export async function runForObject(values: ForObjectValues, io: CommandIO, shard
   const [resource, ...more] = parseResources(values.resource, "--resource");
   if (resource === undefined || more.length > 0) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: one resource only`);
   if (values.ring !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.ring)) throw new UsageError("--ring", `invalid --ring ${JSON.stringify(values.ring)}: expected a ring name`);
-  const { client, namespace } = kubeFromFlags(values, io.env);
+  const { client, namespace } = await kubeFromFlags(values, io.env);
   return withApiErrors("--for-object", io, async () => {
     const resolved = await resolveResource(client, resource);
     const loc = await locateObject(client, resolved, ref, { shards, ring: values.ring === undefined ? undefined : { namespace, name: values.ring }, now: Date.now() });

@@ -3,7 +3,8 @@
  * `--context`, `--namespace`), and the one place they become a client.
  */
 import { ConfigError, ShardcarError } from "../errors.ts";
-import { KubeClient, loadKubeConfig } from "../ops/kube.ts";
+import { ApiClient } from "../kube/client.ts";
+import { connectionFor, loadKubeAccess } from "../kube/config.ts";
 import type { CommandIO } from "./command.ts";
 
 export const KUBE_FLAGS = {
@@ -12,7 +13,7 @@ export const KUBE_FLAGS = {
   namespace: { type: "string" },
 } as const;
 
-export const KUBE_FLAGS_HELP = `  --kubeconfig PATH       kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster)
+export const KUBE_FLAGS_HELP = `  --kubeconfig PATH       kubeconfig to use (default: $KUBECONFIG, else in-cluster, else ~/.kube/config)
   --context NAME          kubeconfig context (default: the current one)`;
 
 export interface KubeFlagValues {
@@ -21,11 +22,10 @@ export interface KubeFlagValues {
   readonly namespace?: string | undefined;
 }
 
-/** A client and the namespace: `--namespace`, else the context's, else `default`. */
-export function kubeFromFlags(values: KubeFlagValues, env: NodeJS.ProcessEnv): { client: KubeClient; namespace: string } {
-  const kc = loadKubeConfig({ kubeconfig: values.kubeconfig, context: values.context, env });
-  const ctx = kc.getContextObject(kc.getCurrentContext());
-  return { client: new KubeClient(kc), namespace: values.namespace ?? ctx?.namespace ?? "default" };
+/** A client and the namespace: `--namespace`, else the context's (or the service account's), else `default`. */
+export async function kubeFromFlags(values: KubeFlagValues, env: NodeJS.ProcessEnv): Promise<{ client: ApiClient; namespace: string }> {
+  const access = await loadKubeAccess({ kubeconfig: values.kubeconfig, context: values.context, env });
+  return { client: new ApiClient(await connectionFor(access)), namespace: values.namespace ?? access.namespace ?? "default" };
 }
 
 /**

@@ -23,7 +23,8 @@ import { formatAudit } from "../ops/audit.ts";
 import { loadRing, runAudit } from "../ops/audit-run.ts";
 import { formatCanary } from "../ops/canary.ts";
 import { httpProbe, runCanary } from "../ops/canary-run.ts";
-import { KubeClient, resolveResource } from "../ops/kube.ts";
+import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
+import { resolveResource } from "../ops/kube.ts";
 import { StaticOwnership } from "../shard/ownership.ts";
 import { runCoordinator, RingMember, RING_GROUP, RING_KIND, RING_VERSION } from "../ring/index.ts";
 import { fnv1a64 } from "../shard/hash.ts";
@@ -640,7 +641,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
  */
 async function operatorCheck(demo: Demo, title: string): Promise<{ lines: string[]; invariants: Invariant[] }> {
   await sleep(TIMINGS.retryPeriodMs * 2); // the Leases carry the slots as of their last renewal
-  const client = new KubeClient(demo.kc);
+  const client = new ApiClient(kubeConfigConnection(demo.kc));
   const resource = await resolveResource(client, { resource: "pods", group: "", key: "uid" });
   const owners = await loadRing(client, RING_NS, RING, Date.now());
   const report = await runAudit(client, { resource, owners });

@@ -1,7 +1,14 @@
 /**
- * A small JSON client for the API calls shardcar makes with its *own*
- * identity (the ring member's Lease and ShardRing calls, the coordinator's),
- * over `node:http`/`node:https`: one request, or one watch stream, at a time.
+ * shardcar's one door to the API server, for every call it makes with its
+ * *own* identity: the ring member's Lease and ShardRing calls, the
+ * coordinator's and labeller's, the manager's certificate Secret and webhook
+ * configuration, and the operator tools (`audit`, `preflight`, `hash
+ * --for-object`) through the non-throwing {@link ApiClient.raw}. JSON over
+ * `node:http`/`node:https`: one request, or one watch stream, at a time.
+ * Where it goes and with which credentials comes from the one loader,
+ * src/kube/config.ts. Failures are typed: {@link ApiError} (the server
+ * answered no), {@link NoAnswerError} and its {@link TimeoutError} (it did
+ * not answer usably).
  *
  * Why not `@kubernetes/client-node`: importing it costs an idle sidecar
  * ~80 MB of RSS and ~0.6 s of start (docs/performance.md, P6), and the member
@@ -22,6 +29,20 @@ import * as https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";
 import { isRecord } from "../is-record.ts";
+
+/**
+ * No usable answer: the connection or TLS failed, the call or the stream
+ * timed out or was cut, or what came back was too large or not JSON.
+ * Callers retry these; an {@link ApiError} is the server's considered answer.
+ */
+export class NoAnswerError extends ShardcarError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("SHARDCAR_ERR_UPSTREAM", message, options);
+  }
+}
+
+/** The call had no answer in time, or a watch was silent too long (the caller resumes). */
+export class TimeoutError extends NoAnswerError {}
 
 /** A non-2xx answer. `statusCode` is what callers branch on (404, 409, 410). */
 export class ApiError extends ShardcarError {
@@ -167,7 +188,7 @@ export function kubeConfigConnection(kc: KubeConfig): Connection {
 
 export type Query = Readonly<Record<string, string | number | boolean | undefined>>;
 
-export interface RequestOptions {
+export interface RawRequestOptions {
   readonly query?: Query | undefined;
   /** Sent as JSON. */
   readonly body?: unknown;
@@ -175,8 +196,21 @@ export interface RequestOptions {
   readonly contentType?: string | undefined;
   /** Default `application/json`; e.g. metadata only: `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`. */
   readonly accept?: string | undefined;
-  /** The whole call, connect to last byte. */
+  /** The whole call, connect to last byte. Default 30 s. */
+  readonly timeoutMs?: number | undefined;
+}
+
+/** The ring's calls name their timeout: each is budgeted against a lease deadline. */
+export interface RequestOptions extends RawRequestOptions {
   readonly timeoutMs: number;
+}
+
+/** What {@link ApiClient.raw} resolves with. */
+export interface RawResponse {
+  readonly status: number;
+  /** Parsed JSON body, or undefined when the body is empty or not JSON. */
+  readonly body: unknown;
+  readonly bytes: number;
 }
 
 export interface WatchHandle {
@@ -189,16 +223,14 @@ export interface WatchHandle {
 // Nothing the ring reads comes near these; a bigger answer is a wrong path
 // or a broken server, and must not exhaust the sidecar's memory.
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
+// No single page the operator tools read is anywhere near this; a bigger one
+// means a wrong path (or a list asked for without paging).
+const MAX_RAW_BODY_BYTES = 512 * 1024 * 1024;
+const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_EVENT_BYTES = 16 * 1024 * 1024;
 // client-node's watch default: a stream silent this long (no event, no
 // bookmark) is ended and resumed from its last resourceVersion.
 const WATCH_INACTIVITY_MS = 30_000;
-
-function timeoutError(message: string): Error {
-  const e = new ShardcarError("SHARDCAR_ERR_UPSTREAM", message);
-  e.name = "TimeoutError";
-  return e;
-}
 
 /** The error for a non-2xx answer: the Status message if the body is a Status, else the HTTP reason phrase. */
 function apiError(status: number, body: Buffer): ApiError {
@@ -256,20 +288,17 @@ export class ApiClient {
     return mod.request(url, { method, headers: h, ...(agent === undefined ? {} : { agent }) });
   }
 
-  /**
-   * One call; resolves with the parsed JSON body of a 2xx answer, rejects
-   * with {@link ApiError} for any other status, or with a ShardcarError when
-   * there is no answer (connection, TLS, timeout).
-   */
-  async request(method: string, path: string, opts: RequestOptions): Promise<unknown> {
+  /** One exchange, whatever the status; rejects with {@link NoAnswerError} only. */
+  async #exchange(method: string, path: string, opts: RawRequestOptions, maxBytes: number): Promise<{ readonly status: number; readonly body: Buffer; readonly where: string }> {
     const url = this.#url(path, opts.query);
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
     const where = `${method} ${url.pathname}`;
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     let req: http.ClientRequest | undefined;
     let expired: Error | undefined;
     // Armed before the connection is prepared: the deadline covers the whole call.
-    const disarm = this.#timer(opts.timeoutMs, () => {
-      expired = timeoutError(`${where}: no answer within ${opts.timeoutMs} ms`);
+    const disarm = this.#timer(timeoutMs, () => {
+      expired = new TimeoutError(`${where}: no answer within ${timeoutMs} ms`);
       req?.destroy(expired);
     });
     try {
@@ -280,10 +309,10 @@ export class ApiClient {
     }
     const sent = req;
     if (expired !== undefined) sent.destroy(expired);
-    return new Promise<unknown>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const fail = (e: Error): void => {
         disarm();
-        reject(e instanceof ShardcarError ? e : new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${e.message}`, { cause: e }));
+        reject(e instanceof ShardcarError ? e : new NoAnswerError(`${method} ${url.origin}${url.pathname}: ${e.message}`, { cause: e }));
       };
       sent.on("error", fail);
       sent.on("response", (res) => {
@@ -291,28 +320,57 @@ export class ApiClient {
         let size = 0;
         res.on("data", (b: Buffer) => {
           size += b.length;
-          if (size > MAX_BODY_BYTES) res.destroy(new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: answer larger than ${MAX_BODY_BYTES} bytes`));
+          if (size > maxBytes) res.destroy(new NoAnswerError(`${where}: answer larger than ${maxBytes} bytes`));
           else chunks.push(b);
         });
         res.on("error", fail);
         res.on("end", () => {
           disarm();
           const status = res.statusCode ?? 0;
-          const body = Buffer.concat(chunks);
-          if (status < 200 || status > 299) {
-            if (status === 401) this.#conn.unauthorized();
-            reject(apiError(status, body));
-            return;
-          }
-          try {
-            resolve(body.length === 0 ? undefined : JSON.parse(body.toString("utf8")));
-          } catch (e) {
-            reject(new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: answer ${status} is not JSON`, { cause: e }));
-          }
+          if (status === 401) this.#conn.unauthorized();
+          resolve({ status, body: Buffer.concat(chunks), where });
         });
       });
       sent.end(payload);
     });
+  }
+
+  /**
+   * One call; resolves with the parsed JSON body of a 2xx answer, rejects
+   * with {@link ApiError} for any other status, or with {@link NoAnswerError}
+   * when there is no usable answer (connection, TLS, timeout, not JSON).
+   */
+  async request(method: string, path: string, opts: RequestOptions): Promise<unknown> {
+    const { status, body, where } = await this.#exchange(method, path, opts, MAX_BODY_BYTES);
+    if (status < 200 || status > 299) throw apiError(status, body);
+    try {
+      return body.length === 0 ? undefined : JSON.parse(body.toString("utf8"));
+    } catch (e) {
+      throw new NoAnswerError(`${where}: answer ${status} is not JSON`, { cause: e });
+    }
+  }
+
+  /**
+   * One call that never throws for an answer: resolves with any status and
+   * the body parsed when it is JSON, for callers that judge every status
+   * themselves (the operator tools); rejects with {@link NoAnswerError} only
+   * when there is none. Bounded by {@link MAX_RAW_BODY_BYTES}: the tools
+   * read whole pages of a list.
+   */
+  async raw(method: string, path: string, opts: RawRequestOptions = {}): Promise<RawResponse> {
+    const { status, body } = await this.#exchange(method, path, opts, MAX_RAW_BODY_BYTES);
+    let parsed: unknown;
+    try {
+      parsed = body.length === 0 ? undefined : JSON.parse(body.toString("utf8"));
+    } catch {
+      parsed = undefined;
+    }
+    return { status, body: parsed, bytes: body.length };
+  }
+
+  /** {@link raw} for a GET. */
+  get(path: string, opts: RawRequestOptions = {}): Promise<RawResponse> {
+    return this.raw("GET", path, opts);
   }
 
   /**
@@ -341,9 +399,9 @@ export class ApiClient {
     };
     const arm = (): void => {
       disarm();
-      disarm = this.#timer(inactivityMs, () => finish(timeoutError(`${where}: nothing received for ${inactivityMs} ms`)));
+      disarm = this.#timer(inactivityMs, () => finish(new TimeoutError(`${where}: nothing received for ${inactivityMs} ms`)));
     };
-    const fail = (message: string): void => finish(new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${message}`));
+    const fail = (message: string): void => finish(new NoAnswerError(`${where}: ${message}`));
     arm();
     this.#open("GET", url, undefined, { accept }).then(
       (r) => {
@@ -353,7 +411,7 @@ export class ApiClient {
           r.destroy();
           return;
         }
-        r.on("error", (e) => finish(e instanceof ShardcarError ? e : new ShardcarError("SHARDCAR_ERR_UPSTREAM", `${where}: ${e.message}`, { cause: e })));
+        r.on("error", (e) => finish(e instanceof ShardcarError ? e : new NoAnswerError(`${where}: ${e.message}`, { cause: e })));
         r.on("response", (res) => {
           const status = res.statusCode ?? 0;
           if (status !== 200) {

@@ -4,13 +4,14 @@
  * and hands the results to {@link buildAudit}; for labels-mode rings, lists
  * each resource metadata-only and hands it to {@link buildLabelAudit}.
  */
+import type { ApiClient } from "../kube/client.ts";
 import { labelSlotConfig, type LabelSlotRing, type SlotResource } from "../ring/label-slots.ts";
 import { RING_GROUP, RING_LABEL, RING_PLURAL, RING_VERSION } from "../ring/names.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains } from "../shard/range.ts";
 import { canonicalSelector } from "../shard/selector.ts";
 import { buildAudit, type AuditObject, type AuditReport, type OwnerList } from "./audit.ts";
-import { resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resolveResource, resourceName, resourcePath, statusMessage, type ResolvedResource } from "./kube.ts";
 import { isRecord } from "../is-record.ts";
 import { buildLabelAudit, type LabelAuditReport, type LabelledObject } from "./label-audit.ts";
 import { ListError, listAll, objectKey, objectRef } from "./lists.ts";
@@ -23,7 +24,7 @@ function timeOf(v: unknown): number | undefined {
 }
 
 /** Reads a ring's ShardRing and member Leases. Throws when the ShardRing cannot be read. */
-export async function readRing(client: KubeClient, namespace: string, ring: string): Promise<RingRead> {
+export async function readRing(client: ApiClient, namespace: string, ring: string): Promise<RingRead> {
   const sr = await client.get(`/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${namespace}/${RING_PLURAL}/${ring}`);
   if (sr.status !== 200) {
     throw new ListError(sr.status, `ShardRing ${namespace}/${ring}: HTTP ${sr.status}${sr.status === 404 ? " (no such ring; its name is the shardcar.io/ring annotation, default the owning workload)" : ""}${statusMessage(sr.body) === undefined ? "" : `: ${statusMessage(sr.body)}`}`);
@@ -46,7 +47,7 @@ export async function readRing(client: KubeClient, namespace: string, ring: stri
 }
 
 /** The ring's owners as they serve right now (see {@link ringOwners}). */
-export async function loadRing(client: KubeClient, namespace: string, ring: string, now: number): Promise<OwnerSet> {
+export async function loadRing(client: ApiClient, namespace: string, ring: string, now: number): Promise<OwnerSet> {
   return ringOwners(await readRing(client, namespace, ring), now);
 }
 
@@ -68,7 +69,7 @@ function idOf(ref: { namespace: string; name: string }): string {
  * cannot serve that version any more, the owner lists are taken at the
  * latest one and the report says so.
  */
-export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<AuditReport> {
+export async function runAudit(client: ApiClient, opts: AuditOptions): Promise<AuditReport> {
   const r = opts.resource;
   const path = resourcePath(r);
   const full: AuditObject[] = [];
@@ -119,7 +120,7 @@ export async function runAudit(client: KubeClient, opts: AuditOptions): Promise<
 }
 
 /** A ShardRing's label-slot settings: the ring when it is in labels mode, else why not. */
-export async function readLabelRing(client: KubeClient, namespace: string, ring: string): Promise<{ status: number; ring: LabelSlotRing | undefined; problem: string | undefined; condition: { status: string; reason: string; message: string } | undefined }> {
+export async function readLabelRing(client: ApiClient, namespace: string, ring: string): Promise<{ status: number; ring: LabelSlotRing | undefined; problem: string | undefined; condition: { status: string; reason: string; message: string } | undefined }> {
   const sr = await client.get(`/apis/${RING_GROUP}/${RING_VERSION}/namespaces/${namespace}/${RING_PLURAL}/${ring}`);
   if (sr.status !== 200 || !isRecord(sr.body)) return { status: sr.status, ring: undefined, problem: statusMessage(sr.body), condition: undefined };
   const obj = sr.body;
@@ -134,7 +135,7 @@ export async function readLabelRing(client: KubeClient, namespace: string, ring:
 }
 
 /** Lists `resource` metadata-only and judges every object's slot label for `ring`. */
-export async function runLabelAudit(client: KubeClient, ring: LabelSlotRing, resource: SlotResource, opts: { pageSize?: number; examples?: number } = {}): Promise<LabelAuditReport> {
+export async function runLabelAudit(client: ApiClient, ring: LabelSlotRing, resource: SlotResource, opts: { pageSize?: number; examples?: number } = {}): Promise<LabelAuditReport> {
   const resolved = await resolveResource(client, { resource: resource.resource, group: resource.group, key: "uid" });
   const objects: LabelledObject[] = [];
   await listAll(client, resourcePath(resolved), { metadataOnly: true, pageSize: opts.pageSize }, (item) => {

@@ -5,11 +5,12 @@
  * proxy's `/debug/shardcar?key=` whether its controller's watch delivered
  * them, and deletes them all at the end, whatever happened.
  */
+import type { ApiClient } from "../kube/client.ts";
 import { ShardcarError } from "../errors.ts";
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains } from "../shard/range.ts";
 import { CANARY_LABEL, canaryBody, canaryOk, namespaceIn, ownerNeeding, type CanaryReport, type CanaryResult } from "./canary.ts";
-import { resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resourceName, resourcePath, statusMessage, type ResolvedResource } from "./kube.ts";
 import { isRecord } from "../is-record.ts";
 import { objectRef } from "./lists.ts";
 import type { Owner, OwnerSet } from "./owners.ts";
@@ -49,7 +50,7 @@ export function httpProbe(adminUrls: ReadonlyMap<string, string>, resource: stri
 }
 
 /** A probe through the API server's pod proxy (`pods/<member>:<port>/proxy`): ring members are pods. */
-export function podProxyProbe(client: KubeClient, namespace: string, port: number, resource: string): DeliveredProbe {
+export function podProxyProbe(client: ApiClient, namespace: string, port: number, resource: string): DeliveredProbe {
   return async (owner, key) => {
     const res = await client.get(`/api/v1/namespaces/${namespace}/pods/${owner.name}:${port}/proxy/debug/shardcar`, { query: { key }, timeoutMs: 5000 });
     if (res.status !== 200) throw new Error(`pod ${namespace}/${owner.name}:${port}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : ` ${statusMessage(res.body)}`}`);
@@ -69,7 +70,7 @@ interface Placed {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export async function runCanary(client: KubeClient, opts: CanaryOptions): Promise<CanaryReport> {
+export async function runCanary(client: ApiClient, opts: CanaryOptions): Promise<CanaryReport> {
   const r = opts.resource;
   const now = opts.now ?? Date.now;
   const rid = resourceName(r);
@@ -78,7 +79,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
   const covered = new Set<string>();
   let created = 0;
   const create = async (namespace: string | undefined): Promise<{ name: string; uid: string }> => {
-    const res = await client.request("POST", resourcePath(r, namespace), { body: canaryBody(r, namespace, opts.runId) });
+    const res = await client.raw("POST", resourcePath(r, namespace), { body: canaryBody(r, namespace, opts.runId) });
     const ref = objectRef(res.body);
     if ((res.status !== 201 && res.status !== 200) || ref === undefined) {
       throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `creating a canary ${rid}${namespace === undefined ? "" : ` in ${namespace}`}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : `: ${statusMessage(res.body)}`}`);
@@ -87,7 +88,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
     return { name: ref.name, uid: ref.uid };
   };
   const remove = async (namespace: string | undefined, name: string): Promise<void> => {
-    await client.request("DELETE", resourcePath(r, namespace, name), { query: { gracePeriodSeconds: "0" } }).catch(() => undefined);
+    await client.raw("DELETE", resourcePath(r, namespace, name), { query: { gracePeriodSeconds: "0" } }).catch(() => undefined);
   };
   if (r.key === "namespace" && !r.namespaced) {
     // Every cluster-scoped object hashes as "" under namespace keying: one range holds them all.
@@ -112,7 +113,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
       for (const t of targets) {
         const ns = namespaceIn(t.ranges, `shardcar-canary-${opts.runId}`);
         if (ns === undefined) continue;
-        const res = await client.request("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { [CANARY_LABEL]: opts.runId } } } });
+        const res = await client.raw("POST", "/api/v1/namespaces", { body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { [CANARY_LABEL]: opts.runId } } } });
         if (res.status !== 201 && res.status !== 200 && res.status !== 409) throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `creating canary namespace ${ns}: HTTP ${res.status}`);
         const o = await create(ns);
         covered.add(t.name);
@@ -166,7 +167,7 @@ export async function runCanary(client: KubeClient, opts: CanaryOptions): Promis
   } finally {
     for (const p of placed) {
       await remove(p.namespace, p.name);
-      if (p.ownNamespace !== undefined) await client.request("DELETE", `/api/v1/namespaces/${p.ownNamespace}`).catch(() => undefined);
+      if (p.ownNamespace !== undefined) await client.raw("DELETE", `/api/v1/namespaces/${p.ownNamespace}`).catch(() => undefined);
     }
   }
 }

@@ -5,7 +5,7 @@
  */
 import { ShardcarError } from "../errors.ts";
 import { keyValue, type ResourceKey } from "../shard/slots.ts";
-import type { KubeClient } from "./kube.ts";
+import type { ApiClient } from "../kube/client.ts";
 import { statusMessage } from "./resource.ts";
 import { isRecord } from "../is-record.ts";
 
@@ -75,7 +75,7 @@ export class ListError extends ShardcarError {
 }
 
 /** Lists every page of `path`, calling `onItem` per item in order. Throws {@link ListError} on a non-200 page. */
-export async function listAll(client: KubeClient, path: string, opts: ListOptions, onItem: (item: unknown) => void): Promise<ListResult> {
+export async function listAll(client: ApiClient, path: string, opts: ListOptions, onItem: (item: unknown) => void): Promise<ListResult> {
   let cont: string | undefined;
   let first = true;
   let resourceVersion = "";

@@ -3,12 +3,13 @@
  * Reads the object (for its uid or namespace) and, for a ring, the
  * ShardRing and Leases; the answer is computed by the pure owner functions.
  */
+import type { ApiClient } from "../kube/client.ts";
 import { ConfigError } from "../errors.ts";
 import { fnv1a64, formatBound } from "../shard/hash.ts";
 import { contains, split } from "../shard/range.ts";
 import type { ResourceKey } from "../shard/slots.ts";
 import { readRing } from "./audit-run.ts";
-import { resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resourceName, resourcePath, statusMessage, type ResolvedResource } from "./kube.ts";
 import { objectKey, objectRef } from "./lists.ts";
 import { committedOwnerOf, ownersOf, ringOwners } from "./owners.ts";
 
@@ -43,7 +44,7 @@ export function parseObjectRef(value: string, namespaced: boolean, flag = "--for
 }
 
 export async function locateObject(
-  client: KubeClient,
+  client: ApiClient,
   r: ResolvedResource,
   ref: string,
   opts: { readonly shards?: number | undefined; readonly ring?: { readonly namespace: string; readonly name: string } | undefined; readonly now: number },

@@ -3,6 +3,7 @@
  * `checks.ts` need (probe lists, access reviews, the lock, the webhook, the
  * labels) and hands the observations to those pure judges.
  */
+import type { ApiClient } from "../kube/client.ts";
 import { canonicalSelector } from "../shard/selector.ts";
 import type { ShardedResource, ShardSpec } from "../shard/spec.ts";
 import {
@@ -23,7 +24,7 @@ import {
   type ProbeOutcome,
   type WebhookEntryObservation,
 } from "./checks.ts";
-import { resolveResource, resourceName, resourcePath, statusMessage, type KubeClient, type ResolvedResource } from "./kube.ts";
+import { resolveResource, resourceName, resourcePath, statusMessage, type ResolvedResource } from "./kube.ts";
 import { isRecord } from "../is-record.ts";
 import { readLabelRing, runLabelAudit } from "./audit-run.ts";
 import { judgeLabelAudit, judgeLabelRing, judgeLabelWebhook, type WebhookRulesObservation } from "./label-audit.ts";
@@ -64,7 +65,7 @@ function errorCheck(id: string, title: string, e: unknown): Check {
   return { id, title, status: "fail", summary: e instanceof Error ? e.message : String(e), details: [] };
 }
 
-async function probeResource(client: KubeClient, r: ResolvedResource, opts: PreflightOptions): Promise<Check> {
+async function probeResource(client: ApiClient, r: ResolvedResource, opts: PreflightOptions): Promise<Check> {
   const name = resourceName(r);
   if (r.key === "owner") {
     // No shard selector can hash an ownerReference: nothing to probe.
@@ -100,7 +101,7 @@ async function probeResource(client: KubeClient, r: ResolvedResource, opts: Pref
   return judgeShardSupport({ name, custom: r.custom }, outcomes, errors, opts.requireServerFiltering);
 }
 
-async function reviewAccess(client: KubeClient, p: Permission, subject: { namespace: string; name: string } | undefined): Promise<AccessAnswer> {
+async function reviewAccess(client: ApiClient, p: Permission, subject: { namespace: string; name: string } | undefined): Promise<AccessAnswer> {
   const resourceAttributes = { verb: p.verb, group: p.group, resource: p.resource, ...(p.namespace === undefined ? {} : { namespace: p.namespace }), ...(p.name === undefined ? {} : { name: p.name }) };
   const kind = subject === undefined ? "SelfSubjectAccessReview" : "SubjectAccessReview";
   const spec =
@@ -112,7 +113,7 @@ async function reviewAccess(client: KubeClient, p: Permission, subject: { namesp
           groups: ["system:serviceaccounts", `system:serviceaccounts:${subject.namespace}`, "system:authenticated"],
         };
   try {
-    const res = await client.request("POST", `/apis/authorization.k8s.io/v1/${kind.toLowerCase()}s`, { body: { apiVersion: "authorization.k8s.io/v1", kind, spec } });
+    const res = await client.raw("POST", `/apis/authorization.k8s.io/v1/${kind.toLowerCase()}s`, { body: { apiVersion: "authorization.k8s.io/v1", kind, spec } });
     const status = isRecord(res.body) && isRecord(res.body["status"]) ? res.body["status"] : undefined;
     if ((res.status !== 200 && res.status !== 201) || status === undefined || typeof status["allowed"] !== "boolean") {
       return { permission: p, allowed: undefined, reason: `${kind}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : ` ${statusMessage(res.body)}`}` };
@@ -127,7 +128,7 @@ function lockPath(kind: LockKind, namespace: string, name: string): string {
   return kind === "leases" ? `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}` : `/api/v1/namespaces/${namespace}/${kind}/${name}`;
 }
 
-async function checkLock(client: KubeClient, namespace: string, lock: { kind: LockKind; name: string }): Promise<Check> {
+async function checkLock(client: ApiClient, namespace: string, lock: { kind: LockKind; name: string }): Promise<Check> {
   const found: Partial<Record<LockKind, number>> = {};
   const res = await client.get(lockPath(lock.kind, namespace, lock.name));
   found[lock.kind] = res.status;
@@ -154,7 +155,7 @@ async function checkLock(client: KubeClient, namespace: string, lock: { kind: Lo
   return judgeLock({ namespace, name: lock.name, kind: lock.kind, found, holder });
 }
 
-async function checkWebhook(client: KubeClient, name: string, secret: string | undefined, now: number): Promise<Check> {
+async function checkWebhook(client: ApiClient, name: string, secret: string | undefined, now: number): Promise<Check> {
   const cfg = await client.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`);
   const raw = cfg.status === 200 && isRecord(cfg.body) && Array.isArray(cfg.body["webhooks"]) ? cfg.body["webhooks"] : [];
   const webhooks: WebhookEntryObservation[] = [];
@@ -178,7 +179,7 @@ async function checkWebhook(client: KubeClient, name: string, secret: string | u
   return judgeWebhook({ name, status: cfg.status, webhooks, servingCert }, now);
 }
 
-async function checkLabels(client: KubeClient, r: ResolvedResource, label: string): Promise<Check> {
+async function checkLabels(client: ApiClient, r: ResolvedResource, label: string): Promise<Check> {
   let total = 0;
   let missing = 0;
   const examples: string[] = [];
@@ -195,7 +196,7 @@ async function checkLabels(client: KubeClient, r: ResolvedResource, label: strin
 }
 
 /** Label slots: the ring's spec, every object's label, the stamping webhook's rules. */
-async function checkLabelSlots(client: KubeClient, ringName: string, wanted: readonly SlotResource[], opts: PreflightOptions): Promise<Check[]> {
+async function checkLabelSlots(client: ApiClient, ringName: string, wanted: readonly SlotResource[], opts: PreflightOptions): Promise<Check[]> {
   const checks: Check[] = [];
   try {
     const read = await readLabelRing(client, opts.namespace, ringName);
@@ -240,7 +241,7 @@ async function checkLabelSlots(client: KubeClient, ringName: string, wanted: rea
 }
 
 /** Runs every configured check; never throws for an API failure (that becomes a failed check). */
-export async function runPreflight(client: KubeClient, opts: PreflightOptions): Promise<PreflightReport> {
+export async function runPreflight(client: ApiClient, opts: PreflightOptions): Promise<PreflightReport> {
   const checks: Check[] = [];
   const resolved: ResolvedResource[] = [];
   for (const r of opts.resources) {

@@ -11,6 +11,7 @@
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
+import { ConfigError } from "../errors.ts";
 import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { systemClock, type Clock } from "./clock.ts";
@@ -57,8 +58,10 @@ export interface LeaderTask {
 }
 
 export interface CoordinatorOptions {
-  /** The manager's credentials: every auth method client-node supports; the calls go through `src/kube/client.ts`. */
-  readonly kubeConfig: KubeConfig;
+  /** The manager's client (src/kube/client.ts), as `shardcar manager` makes it with the one loader. Give this or {@link kubeConfig}. */
+  readonly client?: ApiClient | undefined;
+  /** For callers that already hold a client-node KubeConfig (tests, the demo); used when {@link client} is not given. */
+  readonly kubeConfig?: KubeConfig | undefined;
   /** The manager's own namespace: where its election Lease lives. */
   readonly namespace: string;
   /** The namespace whose rings this manager runs; `undefined` for every namespace. */
@@ -101,7 +104,8 @@ export async function runCoordinator(opts: CoordinatorOptions, signal: AbortSign
   const log = (opts.log ?? silentLogger()).child({ component: "ring-coordinator", identity: opts.identity });
   const metrics = opts.registry === undefined ? undefined : coordinatorMetrics(opts.registry);
   // Its calls' deadlines run on the clock its renew deadlines do.
-  const api = new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => clock.timer(ms, fn));
+  const api = opts.client ?? (opts.kubeConfig === undefined ? undefined : new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => clock.timer(ms, fn)));
+  if (api === undefined) throw new ConfigError("manager", "the ring coordinator needs an API client or a kubeconfig");
   const election = new Election(opts, api, timings, clock, log);
   while (!signal.aborted) {
     const leading = await election.campaign(signal);

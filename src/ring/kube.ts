@@ -11,7 +11,7 @@
  * never see the API.
  */
 import { ShardcarError } from "../errors.ts";
-import type { ApiClient, Query, WatchHandle } from "../kube/client.ts";
+import { ApiError, TimeoutError, type ApiClient, type Query, type WatchHandle } from "../kube/client.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "./clock.ts";
 import { APPLIED_ANNOTATION, FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, RING_GROUP, RING_KIND, RING_LABEL, RING_PLURAL, RING_VERSION } from "./names.ts";
@@ -20,8 +20,7 @@ import { isRecord } from "../is-record.ts";
 
 /** The HTTP status of a failed API call or watch, if it has one. */
 export function httpStatus(e: unknown): number | undefined {
-  if (typeof e === "object" && e !== null && "statusCode" in e && typeof e.statusCode === "number") return e.statusCode;
-  return undefined;
+  return e instanceof ApiError ? e.statusCode : undefined;
 }
 export const isConflict = (e: unknown): boolean => httpStatus(e) === 409;
 export const isNotFound = (e: unknown): boolean => httpStatus(e) === 404;
@@ -357,7 +356,7 @@ export function watchObjects<T extends { metadata?: ObjectMetaLike }>(opts: Watc
           continue;
         }
         // A watch that ended cleanly (server timeout) or by inactivity resumes at once.
-        if (err !== null && err !== undefined && !(err instanceof Error && err.name === "TimeoutError")) {
+        if (err !== null && err !== undefined && !(err instanceof TimeoutError)) {
           throw new ShardcarError("SHARDCAR_ERR_UPSTREAM", `watch ${opts.path}: ${describe(err)}`, { cause: err });
         }
         delay = 0;

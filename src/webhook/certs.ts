@@ -22,15 +22,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  AdmissionregistrationV1Api,
-  ApiException,
-  CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubeConfig,
-  type V1Secret,
-} from "@kubernetes/client-node";
+import { ApiError, type ApiClient } from "../kube/client.ts";
+import { arr, obj, str, type JsonObject, type JsonValue } from "./json.ts";
 import type { Logger } from "../log.ts";
 import { createLocalCa, type TlsMaterial } from "../pki/ca.ts";
 import { inspectCertificate, isSignedBy, keyMatchesCertificate, splitPemBundle } from "../pki/inspect.ts";
@@ -312,10 +305,16 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 const SECRET_KEYS = ["tls.crt", "tls.key", "ca.crt"] as const;
 
-/** The webhook Secret through client-node; a `kubernetes.io/tls` Secret with an extra `ca.crt`. */
-export function kubeSecretStore(kc: KubeConfig, namespace: string, name: string): SecretStore {
-  const core = kc.makeApiClient(CoreV1Api);
-  const body = (data: WebhookSecretData, resourceVersion?: string): V1Secret => ({
+// Each call has this long; the caller retries a failed pass on its next resync.
+const CALL_TIMEOUT_MS = 15_000;
+
+const isStatus = (e: unknown, code: number): boolean => e instanceof ApiError && e.statusCode === code;
+
+/** The webhook Secret through the one client (src/kube/client.ts); a `kubernetes.io/tls` Secret with an extra `ca.crt`. */
+export function kubeSecretStore(api: ApiClient, namespace: string, name: string): SecretStore {
+  const collection = `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`;
+  const one = `${collection}/${encodeURIComponent(name)}`;
+  const body = (data: WebhookSecretData, resourceVersion?: string): Record<string, unknown> => ({
     apiVersion: "v1",
     kind: "Secret",
     metadata: {
@@ -329,51 +328,53 @@ export function kubeSecretStore(kc: KubeConfig, namespace: string, name: string)
   });
   return {
     async get() {
+      let s: JsonObject | undefined;
       try {
-        const s = await core.readNamespacedSecret({ name, namespace });
-        const data: Partial<Record<(typeof SECRET_KEYS)[number], string>> = {};
-        for (const k of SECRET_KEYS) {
-          const v = s.data?.[k];
-          if (v !== undefined) data[k] = Buffer.from(v, "base64").toString("utf8");
-        }
-        return { data, resourceVersion: s.metadata?.resourceVersion ?? "" };
+        s = obj((await api.request("GET", one, { timeoutMs: CALL_TIMEOUT_MS })) as JsonValue);
       } catch (e) {
-        if (e instanceof ApiException && e.code === 404) return undefined;
+        if (isStatus(e, 404)) return undefined;
         throw e;
       }
+      const stored = obj(s?.["data"]) ?? {};
+      const data: Partial<Record<(typeof SECRET_KEYS)[number], string>> = {};
+      for (const k of SECRET_KEYS) {
+        const v = str(stored[k]);
+        if (v !== undefined) data[k] = Buffer.from(v, "base64").toString("utf8");
+      }
+      return { data, resourceVersion: str(obj(s?.["metadata"])?.["resourceVersion"]) ?? "" };
     },
     async create(data) {
       try {
-        await core.createNamespacedSecret({ namespace, body: body(data) });
+        await api.request("POST", collection, { body: body(data), timeoutMs: CALL_TIMEOUT_MS });
         return "created";
       } catch (e) {
-        if (e instanceof ApiException && e.code === 409) return "conflict";
+        if (isStatus(e, 409)) return "conflict";
         throw e;
       }
     },
     async update(data, resourceVersion) {
       try {
         // resourceVersion in the body makes this a compare-and-swap.
-        await core.replaceNamespacedSecret({ name, namespace, body: body(data, resourceVersion) });
+        await api.request("PUT", one, { body: body(data, resourceVersion), timeoutMs: CALL_TIMEOUT_MS });
         return "updated";
       } catch (e) {
-        if (e instanceof ApiException && e.code === 409) return "conflict";
+        if (isStatus(e, 409)) return "conflict";
         throw e;
       }
     },
   };
 }
 
-/** The manager's own MutatingWebhookConfiguration through client-node. */
-export function kubeWebhookConfigStore(kc: KubeConfig, name: string): WebhookConfigStore {
-  const api = kc.makeApiClient(AdmissionregistrationV1Api);
+/** The manager's own MutatingWebhookConfiguration through the one client. */
+export function kubeWebhookConfigStore(api: ApiClient, name: string): WebhookConfigStore {
+  const path = `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(name)}`;
   return {
     async get() {
-      const cfg = await api.readMutatingWebhookConfiguration({ name });
-      return (cfg.webhooks ?? []).map((w) => ({ name: w.name, caBundle: w.clientConfig.caBundle }));
+      const cfg = obj((await api.request("GET", path, { timeoutMs: CALL_TIMEOUT_MS })) as JsonValue);
+      return arr(cfg?.["webhooks"]).map((w) => ({ name: str(obj(w)?.["name"]) ?? "", caBundle: str(obj(obj(w)?.["clientConfig"])?.["caBundle"]) }));
     },
     async patch(ops) {
-      await api.patchMutatingWebhookConfiguration({ name, body: ops }, setHeaderOptions("Content-Type", PatchStrategy.JsonPatch));
+      await api.request("PATCH", path, { body: ops, contentType: "application/json-patch+json", timeoutMs: CALL_TIMEOUT_MS });
     },
   };
 }

@@ -6,14 +6,24 @@
  * in any overlay, `kubectl set image`, a Helm value): a copy made at build
  * time in a base would go stale under an overlay's image override.
  */
-import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { ApiError, type ApiClient } from "../kube/client.ts";
+
+interface PodSpec {
+  readonly spec?: { readonly containers?: ReadonlyArray<{ readonly name?: string; readonly image?: string }> };
+}
 
 /**
  * The image of container `container` (or of the only container) in pod
  * `namespace/pod`. Throws when the pod cannot be read or has no such container.
  */
-export async function readOwnImage(kc: KubeConfig, namespace: string, pod: string, container: string): Promise<string> {
-  const got = await kc.makeApiClient(CoreV1Api).readNamespacedPod({ name: pod, namespace });
+export async function readOwnImage(api: ApiClient, namespace: string, pod: string, container: string): Promise<string> {
+  let got: PodSpec;
+  try {
+    got = (await api.request("GET", `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}`, { timeoutMs: 15_000 })) as PodSpec;
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    throw new Error(`cannot read the manager's own pod ${namespace}/${pod} for its image: HTTP ${e.statusCode} ${e.message}; pass --image`, { cause: e });
+  }
   const containers = got.spec?.containers ?? [];
   const mine = containers.find((c) => c.name === container) ?? (containers.length === 1 ? containers[0] : undefined);
   if (mine?.image === undefined || mine.image === "") {

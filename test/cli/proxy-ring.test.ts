@@ -24,11 +24,11 @@ interface Env {
   readonly caFile: string;
 }
 
-async function tlsApi(t: Test): Promise<Env> {
+async function tlsApi(t: Test, token = TOKEN): Promise<Env> {
   const now = new Date();
   const ca = await createLocalCa("proxy-ring-test", now, 3600_000);
   const leaf = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1"], now, validityMs: 3600_000 });
-  const api = await startDevApi({ tls: leaf, requireToken: TOKEN });
+  const api = await startDevApi({ tls: leaf, requireToken: token });
   const dir = mkdtempSync(join(tmpdir(), "shardcar-proxy-ring-"));
   t.teardown(async () => {
     await api.close();
@@ -36,7 +36,7 @@ async function tlsApi(t: Test): Promise<Env> {
   });
   const caFile = join(dir, "ca.crt");
   writeFileSync(caFile, ca.certPem);
-  writeFileSync(join(dir, "token"), `${TOKEN}\n`);
+  writeFileSync(join(dir, "token"), `${token}\n`);
   return { api, dir, caFile };
 }
 
@@ -52,7 +52,7 @@ function readyz(port: number): Promise<number> {
 }
 
 /** Runs the proxy child until /readyz answers 200, calls `whileReady`, then stops it; returns what it reported. */
-async function runUntilReady(t: Test, args: string[], env: NodeJS.ProcessEnv, whileReady: () => void = () => {}): Promise<{ code: number; clientNode: string[]; output: string }> {
+async function runUntilReady(t: Test, args: string[], env: NodeJS.ProcessEnv, whileReady: (output: string) => unknown = () => {}): Promise<{ code: number; clientNode: string[]; output: string }> {
   const lines: string[] = [];
   const child: ChildProcess = fork(CHILD, args, { env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
   for (const s of [child.stdout, child.stderr]) s?.on("data", (b: Buffer) => lines.push(b.toString()));
@@ -76,7 +76,7 @@ async function runUntilReady(t: Test, args: string[], env: NodeJS.ProcessEnv, wh
   const admin = adminPort();
   if (admin === undefined) withOutput("the proxy exited before it was ready");
   else await until("readiness", async () => (await readyz(admin)) === 200, 120_000, 50).catch(withOutput);
-  whileReady();
+  await whileReady(lines.join(""));
   child.send({ type: "stop" });
   return { ...(await done), output: lines.join("") };
 }
@@ -155,4 +155,37 @@ t.test("a kubeconfig whose user needs an exec plugin falls back to client-node f
   t.equal(r.code, 0);
   t.ok(r.clientNode.length > 0, "client-node was loaded, since only it runs exec plugins");
   t.match(r.output, /needs client-node/, "and the log says why");
+});
+
+t.test("in a pod that sets KUBECONFIG, the upstream and the ring credentials both come from the kubeconfig, never one from in-cluster config", async (t) => {
+  // The kubeconfig names cluster A; the in-cluster environment and a real
+  // service-account directory (token, ca.crt) name cluster B.
+  const a = await tlsApi(t);
+  const b = await tlsApi(t, "in-cluster-token");
+  const kubeconfig = join(a.dir, "kubeconfig");
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      "current-context": "a",
+      contexts: [{ name: "a", context: { cluster: "a", user: "sidecar" } }],
+      clusters: [{ name: "a", cluster: { server: a.api.url, "certificate-authority": "ca.crt" } }],
+      users: [{ name: "sidecar", user: { tokenFile: "token" } }],
+    }),
+  );
+  let forwarded = 0;
+  const r = await runUntilReady(
+    t,
+    ["--real-sa-dir", b.dir, "--pod-name", "p-3", ...COMMON],
+    { ...process.env, KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(b.api.url).port },
+    async (output) => {
+      // A controller's request through the proxy, with its own token.
+      const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(output)?.[1] ?? "";
+      forwarded = (await fetch(`${url}/api/v1/namespaces/ns/configmaps`, { headers: { authorization: `Bearer ${TOKEN}` } })).status;
+    },
+  );
+  t.equal(r.code, 0);
+  t.equal(forwarded, 200, "the controller's request was answered");
+  t.ok(a.api.stats.requests.some((q) => q.url.startsWith("/api/v1/namespaces/ns/configmaps")), "the upstream is the kubeconfig's cluster");
+  t.ok(a.api.stats.requests.filter((q) => q.url.includes("/leases")).length >= 2, "the member Lease is on the same cluster");
+  t.same(b.api.stats.requests.map((q) => q.url), [], "the in-cluster apiserver was never called, for either");
 });

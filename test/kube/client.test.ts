@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDevApi } from "../../src/devapi/index.ts";
-import { ApiClient, ApiError, directConnection, TokenFile, type SetTimer } from "../../src/kube/client.ts";
+import { ApiClient, ApiError, directConnection, NoAnswerError, TimeoutError, TokenFile, type SetTimer } from "../../src/kube/client.ts";
 import { describe, isConflict, isNotFound, LeaseApi, microTime, timeOf } from "../../src/ring/kube.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { until } from "../support/wait.ts";
@@ -92,7 +92,7 @@ t.test("the apiserver certificate is verified: a different CA, or the system roo
       () => undefined,
       (e: unknown) => e,
     );
-    t.ok(err instanceof Error && !(err instanceof ApiError), `${what}: a TLS failure, not an answer`);
+    t.ok(err instanceof NoAnswerError && !(err instanceof ApiError), `${what}: a TLS failure, not an answer`);
     t.match(String(err), /certificate|self.signed|issuer/i, `${what}: says why`);
     t.notMatch(String(err), /secret-token-2/, `${what}: the error does not carry the token`);
   }
@@ -169,7 +169,7 @@ t.test("a call that gets no answer is aborted when its timeout expires, on the t
   t.same(hand.armed, [200], "the call armed its timeout for 200 ms");
   hand.fire();
   const err = await call;
-  t.ok(err instanceof Error && err.name === "TimeoutError", "a TimeoutError");
+  t.ok(err instanceof TimeoutError && err instanceof NoAnswerError, "a TimeoutError, which is a NoAnswerError");
   t.match(String(err), /GET \/hang: no answer within 200 ms/, "naming the call and its timeout");
 });
 
@@ -190,6 +190,23 @@ t.test("an answered call and a watch that hears from the server disarm their tim
   t.same(hand.armed.slice(1), [150, 150], "the watch re-armed its inactivity timeout on the event");
   hand.fire();
   t.equal((await w.done)?.name, "TimeoutError", "and ends when it expires");
+});
+
+t.test("raw calls resolve with every answer, whatever its status, and reject only when there is none", async (t) => {
+  const s = await scripted((req, res) => {
+    if (req.url === "/missing") res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ kind: "Status", code: 404, reason: "NotFound" }));
+    else if (req.url === "/text") res.writeHead(500, { "content-type": "text/plain" }).end("oops");
+    else res.writeHead(201, { "content-type": "application/json" }).end(JSON.stringify({ made: req.method }));
+  });
+  t.teardown(() => s.close());
+  const client = new ApiClient(directConnection({ server: s.url, token: "t" }));
+  t.same(await client.raw("POST", "/things", { body: { a: 1 } }), { status: 201, body: { made: "POST" }, bytes: JSON.stringify({ made: "POST" }).length });
+  t.match(await client.get("/missing"), { status: 404, body: { reason: "NotFound" } }, "a 404 is an answer, not an error");
+  t.same(await client.get("/text"), { status: 500, body: undefined, bytes: 4 }, "a body that is not JSON reads as undefined");
+  // Port 9 (discard) has no listener on a test machine.
+  const refused = await new ApiClient(directConnection({ server: "http://127.0.0.1:9" })).get("/things").catch((e: unknown) => e);
+  t.ok(refused instanceof NoAnswerError, "no server: a NoAnswerError");
+  t.match(String(refused), /GET http:\/\/127\.0\.0\.1:9\/things: connect ECONNREFUSED/, "naming the call and the server");
 });
 
 t.test("the token file is re-read after a minute, and at once after a 401; a failed re-read keeps the last token", async (t) => {

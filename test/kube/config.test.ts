@@ -1,15 +1,18 @@
 /**
- * Reading a kubeconfig without client-node (src/kube/config.ts): the same
- * server, CA and credentials client-node would use, relative paths from the
- * file's directory, refusals for skip-verify, and a clear hand-off to
- * client-node for credentials only it can produce.
+ * The one kubeconfig loader (src/kube/config.ts): which configuration the
+ * rule picks (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config, as
+ * controller-runtime's GetConfig), and reading it without client-node: the
+ * same server, CA and credentials client-node would use, relative paths from
+ * the file's directory, files merged as client-go merges them, refusals for
+ * skip-verify, and a clear hand-off to client-node for credentials only it
+ * can produce.
  */
 import t, { type Test } from "tap";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { inClusterConnection, inClusterServer, readKubeconfig } from "../../src/kube/config.ts";
+import { chooseKubeSource, connectionFor, inClusterConnection, inClusterServer, loadKubeAccess, readKubeconfig } from "../../src/kube/config.ts";
 
 const CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 const b64 = (s: string): string => Buffer.from(s).toString("base64");
@@ -123,7 +126,7 @@ t.test("refusals and broken files name the kubeconfig and the problem", async (t
   writeFileSync(path, yaml("    certificate-authority-data: eA==", "    token: t"));
   await t.rejects(readKubeconfig(path), /has no server/);
   writeFileSync(path, yaml("    server: https://10.0.0.1\n    certificate-authority: nope.pem", "    token: t"));
-  await t.rejects(readKubeconfig(path), /cannot read certificate-authority "nope.pem"/);
+  await t.rejects(readKubeconfig(path), /cannot read certificate-authority ".*\/nope.pem"/);
   writeFileSync(path, "current-context: [unclosed");
   await t.rejects(readKubeconfig(path), /kubeconfig ".*config": /, "a YAML error names the file");
   await t.rejects(readKubeconfig(join(d, "absent")), /ENOENT/);
@@ -146,4 +149,68 @@ t.test("in-cluster: the kubelet's address and the service-account CA and token f
     }
   })();
   t.match(err, { flag: "--real-sa-dir", message: /cannot read the service-account CA/ }, "a missing CA names the flag");
+});
+
+/** A service-account directory as the kubelet mounts it, in a temp dir (the in-cluster paths are injectable). */
+function serviceAccount(t: Test, token = "sa-token"): string {
+  const d = dir(t);
+  writeFileSync(join(d, "token"), token);
+  writeFileSync(join(d, "ca.crt"), CA);
+  writeFileSync(join(d, "namespace"), "pod-ns\n");
+  return d;
+}
+
+const IN_CLUSTER_ENV = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
+
+t.test("the rule: --kubeconfig, else $KUBECONFIG, else in-cluster (its token file present), else ~/.kube/config", async (t) => {
+  const sa = serviceAccount(t);
+  const home = dir(t);
+  const rows: Array<[string, Parameters<typeof chooseKubeSource>[0], ReturnType<typeof chooseKubeSource>]> = [
+    ["the flag beats everything", { kubeconfig: "/flag", env: { ...IN_CLUSTER_ENV, KUBECONFIG: "/env", HOME: home }, saDir: sa }, { kind: "kubeconfig", paths: ["/flag"], from: "--kubeconfig" }],
+    ["$KUBECONFIG beats in-cluster", { env: { ...IN_CLUSTER_ENV, KUBECONFIG: `/a${delimiter}/b${delimiter}`, HOME: home }, saDir: sa }, { kind: "kubeconfig", paths: ["/a", "/b"], from: "$KUBECONFIG" }],
+    ["in-cluster beats ~/.kube/config", { env: { ...IN_CLUSTER_ENV, KUBECONFIG: "", HOME: home }, saDir: sa }, { kind: "in-cluster", saDir: sa }],
+    ["in-cluster needs its token file", { env: { ...IN_CLUSTER_ENV, HOME: home }, saDir: join(sa, "absent") }, { kind: "kubeconfig", paths: [join(home, ".kube", "config")], from: "~/.kube/config" }],
+    ["in-cluster needs both variables", { env: { KUBERNETES_SERVICE_HOST: "10.96.0.1", HOME: home }, saDir: sa }, { kind: "kubeconfig", paths: [join(home, ".kube", "config")], from: "~/.kube/config" }],
+  ];
+  for (const [name, given, want] of rows) t.same(chooseKubeSource(given), want, name);
+});
+
+t.test("in a pod that sets KUBECONFIG, the kubeconfig gives both the cluster and the credentials, not the in-cluster service account", async (t) => {
+  const sa = serviceAccount(t, "in-cluster-token");
+  const d = dir(t);
+  const path = join(d, "config");
+  writeFileSync(path, yaml(`    server: https://elsewhere.example:6443\n    certificate-authority-data: ${b64(CA)}`, "    token: kubeconfig-token"));
+  const access = await loadKubeAccess({ env: { ...IN_CLUSTER_ENV, KUBECONFIG: path }, saDir: sa });
+  t.same(access.source, { kind: "kubeconfig", paths: [path], from: "$KUBECONFIG" });
+  t.equal(access.cluster.server, "https://elsewhere.example:6443", "the upstream is the kubeconfig's server");
+  t.match(access.connection, { server: "https://elsewhere.example:6443", token: "kubeconfig-token", tokenFile: undefined }, "and the credentials are the kubeconfig's user");
+  t.equal(access.namespace, "team-a");
+  const inCluster = await loadKubeAccess({ env: IN_CLUSTER_ENV, saDir: sa });
+  t.match(inCluster, { source: { kind: "in-cluster" }, cluster: { server: "https://10.96.0.1:443", ca: CA }, connection: { tokenFile: join(sa, "token") }, namespace: "pod-ns" }, "without KUBECONFIG the same pod is in-cluster");
+});
+
+t.test("$KUBECONFIG files merge as client-go merges them: first definition and first current-context win, paths from each file's directory", async (t) => {
+  const a = dir(t);
+  const b = dir(t);
+  writeFileSync(join(b, "ca.pem"), CA);
+  writeFileSync(join(a, "first"), "current-context: ctx\ncontexts:\n- name: ctx\n  context: {cluster: c1, user: u1, namespace: from-a}\nusers:\n- name: u1\n  user: {tokenFile: tok}\n");
+  writeFileSync(join(b, "second"), "current-context: other\ncontexts:\n- name: ctx\n  context: {cluster: ignored, user: ignored}\nclusters:\n- name: c1\n  cluster: {server: 'https://merged.example', certificate-authority: ca.pem}\nusers:\n- name: u1\n  user: {token: ignored}\n");
+  const access = await loadKubeAccess({ env: { KUBECONFIG: [join(a, "first"), join(a, "missing"), join(b, "second")].join(delimiter) } });
+  t.equal(access.cluster.server, "https://merged.example", "the cluster only the second file defines");
+  t.equal(access.cluster.ca, CA, "its CA read relative to the second file");
+  t.match(access.connection, { token: undefined, tokenFile: join(a, "tok") }, "the user of the first file, its token file relative to the first file");
+  t.equal(access.namespace, "from-a");
+  await t.rejects(loadKubeAccess({ env: { KUBECONFIG: join(a, "first") }, context: "nope" }), { flag: "--context", message: /invalid --context "nope"/ });
+});
+
+t.test("credentials only client-node can produce are read by client-node from the same merged configuration", async (t) => {
+  const d = dir(t);
+  const path = join(d, "config");
+  writeFileSync(join(d, "ca.pem"), CA);
+  writeFileSync(path, yaml("    server: https://10.0.0.1\n    certificate-authority: ca.pem", "    username: admin\n    password: hunter2"));
+  const access = await loadKubeAccess({ kubeconfig: path, env: {} });
+  t.equal(access.needsClientNode, "username, password");
+  const conn = await connectionFor(access);
+  t.equal(conn.server.href, "https://10.0.0.1/");
+  t.equal((await conn.prepare()).headers["authorization"], `Basic ${b64("admin:hunter2")}`, "the same user, through client-node");
 });

@@ -42,5 +42,5 @@ for (const f of PURE) {
 t.test("the checks can fail: an I/O import and a clock read are caught", async (t) => {
   t.match('import { request } from "node:http";', IO);
   t.match("const now = Date.now();", DIRECT[1]?.[0] ?? /$^/);
-  t.ok([...closure(resolve(SRC, "ops/preflight.ts"))].some((d) => IO.test(readFileSync(d, "utf8"))), "the preflight shell does reach the API (through kube.ts)");
+  t.ok([...closure(resolve(SRC, "cli/kube-flags.ts"))].some((d) => IO.test(readFileSync(d, "utf8"))), "the tools' client does reach the API (through src/kube/client.ts)");
 });

@@ -10,7 +10,7 @@
 import t from "tap";
 import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
-import { parseLockSpec } from "../../src/proxy/lock-rename.ts";
+import { parseLockSpec } from "../../src/settings/lock.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";

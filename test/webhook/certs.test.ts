@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { X509Certificate } from "node:crypto";
 import jsonpatch from "fast-json-patch";
-import { KubeConfig } from "@kubernetes/client-node";
+import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { silentLogger } from "../../src/log.ts";
 import {
   DEFAULT_CERT_POLICY,
@@ -268,10 +268,8 @@ t.test("watchCertificates rejects when aborted before any certificate loaded", a
 
 /**
  * A tiny fake apiserver for the two objects certs.ts touches, so the
- * client-node adapters are checked on the wire: paths, verbs, the JSON Patch
- * content type, resourceVersion conflicts and 404s.
- * (client-node refuses plain HTTP unless skipTLSVerify is set; there is no
- * TLS here to skip.)
+ * stores are checked on the wire: paths, verbs, the JSON Patch content
+ * type, resourceVersion conflicts and 404s.
  */
 async function fakeApiserver(t: { teardown(fn: () => unknown): void }) {
   const state = {
@@ -331,17 +329,11 @@ async function fakeApiserver(t: { teardown(fn: () => unknown): void }) {
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "fake", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: "manager", token: "manager-token" }],
-    contexts: [{ name: "fake", cluster: "fake", user: "manager" }],
-    currentContext: "fake",
-  });
+  const kc = new ApiClient(directConnection({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: "manager-token" }));
   return { kc, state };
 }
 
-t.test("through client-node: creates a kubernetes.io/tls Secret, JSON-patches caBundle, and is quiet on the next pass", async (t) => {
+t.test("through the API client: creates a kubernetes.io/tls Secret, JSON-patches caBundle, and is quiet on the next pass", async (t) => {
   const { kc, state } = await fakeApiserver(t);
   const source = new SelfManagedCertificates({
     secrets: kubeSecretStore(kc, "shardcar-system", "shardcar-webhook-tls"),
@@ -368,7 +360,7 @@ t.test("through client-node: creates a kubernetes.io/tls Secret, JSON-patches ca
   t.same(state.requests, ["GET /api/v1/namespaces/shardcar-system/secrets/shardcar-webhook-tls", "GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/shardcar"], "no writes when all is well");
 });
 
-t.test("through client-node: a stale resourceVersion on update is a conflict, not an error", async (t) => {
+t.test("through the API client: a stale resourceVersion on update is a conflict, not an error", async (t) => {
   const { kc } = await fakeApiserver(t);
   const store = kubeSecretStore(kc, "shardcar-system", "shardcar-webhook-tls");
   const d = await issueWebhookCertificates(undefined, NAMES, NOW);

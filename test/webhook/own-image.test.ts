@@ -1,10 +1,10 @@
 import t from "tap";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { readOwnImage } from "../../src/webhook/own-image.ts";
 
-async function apiserverWithPod(t: { teardown(fn: () => unknown): void }, containers: Array<{ name: string; image?: string }>): Promise<KubeConfig> {
+async function apiserverWithPod(t: { teardown(fn: () => unknown): void }, containers: Array<{ name: string; image?: string }>): Promise<ApiClient> {
   const server = createServer((req, res) => {
     if (req.method === "GET" && req.url === "/api/v1/namespaces/shardcar-system/pods/shardcar-manager-7d9c-abcde") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "shardcar-manager-7d9c-abcde" }, spec: { containers } }));
@@ -14,15 +14,7 @@ async function apiserverWithPod(t: { teardown(fn: () => unknown): void }, contai
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
-  const kc = new KubeConfig();
-  // client-node refuses plain HTTP unless skipTLSVerify is set; there is no TLS here.
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: "u", token: "t" }],
-    contexts: [{ name: "x", cluster: "c", user: "u" }],
-    currentContext: "x",
-  });
-  return kc;
+  return new ApiClient(directConnection({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: "t" }));
 }
 
 t.test("the sidecar image is the image of the manager's own 'manager' container", async (t) => {

@@ -108,7 +108,7 @@ Examples:
       adminUrls.set(n !== undefined && /^\d+$/.test(owner) ? `${owner}/${n}` : owner, m[2] ?? "");
     }
 
-    const { client, namespace } = kubeFromFlags(values, io.env);
+    const { client, namespace } = await kubeFromFlags(values, io.env);
     return withApiErrors("audit", io, async () => {
       // Labels mode: every object of the ring's resources must carry its slot.
       const labelRing = values.ring === undefined ? undefined : await readLabelRing(client, namespace, values.ring);

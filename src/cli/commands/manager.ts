@@ -1,7 +1,7 @@
-import { KubeConfig } from "@kubernetes/client-node";
 import { createAdminServer } from "../../proxy/admin.ts";
 import { Counter, Registry as PromRegistry } from "../../prom.ts";
-import { ApiClient, kubeConfigConnection } from "../../kube/client.ts";
+import { ApiClient } from "../../kube/client.ts";
+import { connectionFor, describeSource, loadKubeAccess } from "../../kube/config.ts";
 import { systemClock } from "../../ring/clock.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";
 import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
@@ -149,17 +149,16 @@ Examples:
     const rings = values["no-rings"] !== true;
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager", destination: io.stdout });
-    // In a pod: the manager's own service account; elsewhere, $KUBECONFIG.
-    // Loaded lazily: cert-manager mode with --image talks to no apiserver.
-    let kubeConfig: KubeConfig | undefined;
-    const kc = (): KubeConfig => {
-      if (kubeConfig === undefined) {
-        kubeConfig = new KubeConfig();
-        kubeConfig.loadFromDefault();
-      }
-      return kubeConfig;
-    };
-    const image = values.image ?? (await readOwnImage(kc(), podNamespace ?? "", podName ?? "", "manager"));
+    // By the one rule (src/kube/config.ts): $KUBECONFIG, else the pod's own
+    // service account, else ~/.kube/config. Loaded lazily: cert-manager mode
+    // with --image and --no-rings talks to no apiserver.
+    let client: Promise<ApiClient> | undefined;
+    const kube = (): Promise<ApiClient> =>
+      (client ??= loadKubeAccess({ env: io.env }).then(async (access) => {
+        logger.info({ config: describeSource(access.source), server: access.cluster.server }, "the manager's API server");
+        return new ApiClient(await connectionFor(access));
+      }));
+    const image = values.image ?? (await readOwnImage(await kube(), podNamespace ?? "", podName ?? "", "manager"));
     const config: InjectorConfig = {
       ...defaultInjectorConfig(image),
       imagePullPolicy: pullPolicy,
@@ -171,8 +170,8 @@ Examples:
     let source: CertificateSource;
     if (certMode === "self") {
       source = new SelfManagedCertificates({
-        secrets: kubeSecretStore(kc(), namespace, names["--secret"] ?? ""),
-        webhookConfig: kubeWebhookConfigStore(kc(), names["--webhook-config"] ?? ""),
+        secrets: kubeSecretStore(await kube(), namespace, names["--secret"] ?? ""),
+        webhookConfig: kubeWebhookConfigStore(await kube(), names["--webhook-config"] ?? ""),
         dnsNames: webhookDnsNames(names["--service"] ?? "", namespace),
         logger,
         policy: certPolicy,
@@ -201,7 +200,7 @@ Examples:
     const registry = new PromRegistry();
     // Every replica answers /label-slots from its own view of the ShardRings;
     // only the leader labels (a task of the ring coordinator).
-    const api = rings ? new ApiClient(kubeConfigConnection(kc())) : undefined;
+    const api = rings ? await kube() : undefined;
     const slots = api === undefined ? undefined : watchLabelSlotConfig(api, undefined, systemClock, logger.child({ component: "label-slots" }));
     const labelReviews = new Counter({ name: "shardcar_label_webhook_reviews_total", help: "Reviews of the stamping webhook (/label-slots) by result: stamped, unchanged, deferred (the slot needs the uid: left to the labeller), skipped, not-synced, errored.", labelNames: ["result"], registers: [registry] });
     // How many pods the apiserver sends: with the objectSelector and
@@ -244,7 +243,7 @@ Examples:
       ? Promise.resolve()
       : runCoordinator(
           {
-            kubeConfig: kc(),
+            client: api,
             namespace,
             identity: podName ?? `manager-${process.pid}`,
             registry,

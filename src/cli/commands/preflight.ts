@@ -92,7 +92,7 @@ Examples:
       throw new UsageError("--shard-label", `invalid --shard-label ${JSON.stringify(label)}: expected a label key, e.g. convoy.kumodo.io/shard`);
     }
     if (filter === "labels" && ring === undefined) throw new UsageError("--ring", "--filter labels needs --ring NAME: the ShardRing whose slot label the pods will select by");
-    const { client, namespace } = kubeFromFlags(values, io.env);
+    const { client, namespace } = await kubeFromFlags(values, io.env);
     const webhook = values.webhook === "none" || values.webhook === "" ? undefined : (values.webhook ?? "shardcar");
     const report = await runPreflight(client, {
       resources,

@@ -1,87 +1,20 @@
 import { fs } from "../../node-builtins.ts";
 import { Registry } from "../../prom.ts";
-import type { ApiClient } from "../../kube/client.ts";
-import { inClusterConnection, inClusterServer, readKubeconfig, type KubeconfigFile } from "../../kube/config.ts";
+import { SERVICE_ACCOUNT_DIR } from "../../kube/config.ts";
 import type { RingMember } from "../../ring/member.ts";
-import { join } from "node:path";
-import type { Logger } from "../../log.ts";
 import type { ReadinessCheck } from "../../proxy/admin.ts";
 import type { InjectedMode } from "../../proxy/injected/mode.ts";
 import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
-import { loadUpstream, makeUpstream, type Upstream } from "../../proxy/upstream.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
 import { parseLabelKey, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts";
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../../shard/table.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
-
-/**
- * Where the sidecar's own calls go, and with which identity: the injected or
- * in-cluster service account, a kubeconfig read without client-node, the
- * default kubeconfig chain (client-node), or `--server` (no identity).
- */
-type SidecarConfig =
-  | { readonly kind: "in-cluster"; readonly saDir: string; readonly flag: string }
-  | { readonly kind: "kubeconfig"; readonly file: KubeconfigFile }
-  | { readonly kind: "default-chain" }
-  | { readonly kind: "server" };
-
-/** In-cluster without a kubeconfig, as kubectl and the operator tools decide it. */
-function runsInCluster(env: NodeJS.ProcessEnv): boolean {
-  return env.KUBECONFIG === undefined && env.KUBERNETES_SERVICE_HOST !== undefined && env.KUBERNETES_SERVICE_PORT !== undefined;
-}
-
-/**
- * The upstream (cluster half only: address and CA); `--server` wins, as it
- * always did. client-node loads only for the default kubeconfig chain (a
- * developer's machine).
- */
-async function sidecarUpstream(cfg: SidecarConfig, o: { env: NodeJS.ProcessEnv; server: string | undefined; caFile: string | undefined }): Promise<Upstream> {
-  if (o.server !== undefined) return loadUpstream({ env: o.env, server: o.server, ...(o.caFile === undefined ? {} : { caFile: o.caFile }) });
-  switch (cfg.kind) {
-    case "in-cluster":
-      return loadUpstream({ env: o.env, server: inClusterServer(o.env, cfg.flag), caFile: join(cfg.saDir, "ca.crt") });
-    case "kubeconfig":
-      return makeUpstream(cfg.file.cluster.server, cfg.file.cluster.ca);
-    case "server":
-    case "default-chain":
-      return loadUpstream({ env: o.env });
-  }
-}
-
-/**
- * The sidecar's own credentials, for its ring membership: the real
- * service-account files (token re-read as it rotates), else the kubeconfig's
- * user. client-node loads only when the kubeconfig's user needs it (exec,
- * auth providers, ...) or for the default kubeconfig chain.
- */
-async function sidecarClient(cfg: SidecarConfig, env: NodeJS.ProcessEnv, log: Logger): Promise<ApiClient> {
-  const { ApiClient, directConnection, kubeConfigConnection } = await import("../../kube/client.ts");
-  switch (cfg.kind) {
-    case "in-cluster":
-      return new ApiClient(directConnection(inClusterConnection(env, cfg.saDir, cfg.flag)));
-    case "kubeconfig": {
-      if (cfg.file.connection !== undefined) return new ApiClient(directConnection(cfg.file.connection));
-      log.info({ kubeconfig: cfg.file.path, needs: cfg.file.needsClientNode }, "the kubeconfig's user needs client-node; loading it for the ring member");
-      const { KubeConfig } = await import("@kubernetes/client-node");
-      const kc = new KubeConfig();
-      kc.loadFromFile(cfg.file.path);
-      return new ApiClient(kubeConfigConnection(kc));
-    }
-    case "default-chain": {
-      const { KubeConfig } = await import("@kubernetes/client-node");
-      const kc = new KubeConfig();
-      kc.loadFromDefault();
-      return new ApiClient(kubeConfigConnection(kc));
-    }
-    case "server":
-      throw new UsageError("--shards", "--shards ring needs credentials for the member Lease: use --kubeconfig (or --injected), not --server");
-  }
-}
+import { ringClient, sidecarAccess } from "../sidecar-access.ts";
 
 /** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
 export const PROXY_FLAGS = {
@@ -133,8 +66,10 @@ Flags:
   --fallback MODE         filter (default) or fail: answer 503 when the server did not filter
   --listen HOST:PORT      proxy listener, loopback only (default 127.0.0.1:7443)
   --admin-listen H:P      /metrics, /healthz, /readyz (default 0.0.0.0:9464; "off" disables)
-  --kubeconfig PATH       upstream from this kubeconfig (default: in-cluster, then $KUBECONFIG)
-  --server URL            upstream URL instead of a kubeconfig (with --certificate-authority)
+  --kubeconfig PATH       the apiserver and the ring member's credentials (default: $KUBECONFIG,
+                          else in-cluster, else ~/.kube/config; both always from the same one)
+  --server URL            upstream URL instead of the kubeconfig's (with --certificate-authority);
+                          the ring member's credentials then come from --kubeconfig only
   --certificate-authority PATH
   --tls-cert PATH --tls-key PATH   serve TLS on the loopback listener
   --pod-name NAME         default $POD_NAME (needed for ordinal/N and ring)
@@ -190,18 +125,9 @@ Examples:
     if (injected && (values["tls-cert"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
       throw new UsageError("--injected", "--injected generates its own TLS and uses the in-cluster apiserver; drop --tls-cert/--tls-key/--server/--kubeconfig");
     }
-    // The kubelet's mount point for every container's service-account files.
-    const realSaDir = values["real-sa-dir"] ?? "/var/run/secrets/kubernetes.io/serviceaccount";
-    const sidecar: SidecarConfig = injected
-      ? { kind: "in-cluster", saDir: realSaDir, flag: "--injected" }
-      : values.kubeconfig !== undefined
-        ? { kind: "kubeconfig", file: await readKubeconfig(values.kubeconfig) }
-        : values.server !== undefined
-          ? { kind: "server" }
-          : runsInCluster(io.env)
-            ? { kind: "in-cluster", saDir: realSaDir, flag: "--real-sa-dir" }
-            : { kind: "default-chain" };
-    const upstream = await sidecarUpstream(sidecar, { env: io.env, server: values.server, caFile: values["certificate-authority"] });
+    const realSaDir = values["real-sa-dir"] ?? SERVICE_ACCOUNT_DIR;
+    const access = await sidecarAccess({ injected, server: values.server, caFile: values["certificate-authority"], kubeconfig: values.kubeconfig, saDir: realSaDir, env: io.env });
+    const { upstream } = access;
     if (filterMode === "shardselector" && (values["slot-label"] !== undefined || values["slot-count"] !== undefined)) {
       throw new UsageError("--filter", "--slot-label and --slot-count need --filter labels");
     }
@@ -231,7 +157,7 @@ Examples:
       // unless the credentials need it (idle RSS, P6).
       const { RingMember } = await import("../../ring/member.ts");
       member = new RingMember({
-        client: await sidecarClient(sidecar, io.env, logger),
+        client: await ringClient(access, logger),
         namespace,
         ring,
         member: podName,
