@@ -30,6 +30,17 @@ export function createLogger(opts: { level?: string; name?: string; destination?
   );
 }
 
+/**
+ * `parent.child(bindings)` without the keys `parent` already binds: pino
+ * prints a binding again for every level that binds it, and a line with a
+ * key twice is refused or mangled by some log pipelines. The caller's
+ * binding wins: a component names itself only when nobody named it yet.
+ */
+export function childLogger(parent: Logger, bindings: Readonly<Record<string, unknown>>): Logger {
+  const bound = parent.bindings();
+  return parent.child(Object.fromEntries(Object.entries(bindings).filter(([k]) => !(k in bound))));
+}
+
 /** A logger that drops everything; for tests and benchmarks. */
 export function silentLogger(): Logger {
   return pino({ level: "silent" });

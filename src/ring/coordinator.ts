@@ -13,7 +13,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
 import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { coverage, initialState, nextWakeMs, step, tablesOf, type Effect, type HandoffPolicy, type MemberObservation, type RingState } from "./handoff.ts";
 import {
@@ -101,7 +101,7 @@ export async function runCoordinator(opts: CoordinatorOptions, signal: AbortSign
   const timings: MemberTimings = { ...DEFAULT_MEMBER_TIMINGS, ...opts.election };
   checkMemberTimings(timings);
   const clock = opts.clock ?? systemClock;
-  const log = (opts.log ?? silentLogger()).child({ component: "ring-coordinator", identity: opts.identity });
+  const log = childLogger(opts.log ?? silentLogger(), { component: "ring-coordinator", identity: opts.identity });
   const metrics = opts.registry === undefined ? undefined : coordinatorMetrics(opts.registry);
   // Its calls' deadlines run on the clock its renew deadlines do.
   const api = opts.client ?? (opts.kubeConfig === undefined ? undefined : new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => clock.timer(ms, fn)));

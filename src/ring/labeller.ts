@@ -13,7 +13,7 @@
  */
 import { Counter, Gauge, Histogram, type Registry } from "../prom.ts";
 import type { ApiClient } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { SLOT_LABEL_PREFIX } from "../shard/slots.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { decodeRing, describe, EventSink, isConflict, isNotFound, RingApi, watchObjects, type RingObject } from "./kube.ts";
@@ -158,7 +158,7 @@ export class Labeller implements LeaderTask {
   constructor(o: LabellerOptions) {
     this.#o = o;
     this.#clock = o.clock ?? systemClock;
-    this.#log = (o.log ?? silentLogger()).child({ component: "labeller" });
+    this.#log = childLogger(o.log ?? silentLogger(), { component: "labeller" });
     this.#policy = { ...DEFAULT_POLICY, ...o.policy };
     this.#metrics = o.registry === undefined ? undefined : metricsOf(o.registry);
     this.#events = new EventSink(o.api, "shardcar-manager", this.#log);

@@ -17,7 +17,7 @@ import { randomBytes } from "node:crypto";
 import type { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
 import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
-import { silentLogger, type Logger } from "../log.ts";
+import { childLogger, silentLogger, type Logger } from "../log.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { equal, ratio, type Range } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
@@ -134,7 +134,7 @@ export class RingMember implements OwnershipSource {
     this.#t = { ...DEFAULT_MEMBER_TIMINGS, ...opts.timings };
     checkMemberTimings(this.#t);
     this.#clock = opts.clock ?? systemClock;
-    this.#log = (opts.log ?? silentLogger()).child({ ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
+    this.#log = childLogger(opts.log ?? silentLogger(), { ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
     if (opts.client !== undefined) this.#api = opts.client;
     else if (opts.kubeConfig !== undefined) this.#api = new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => this.#clock.timer(ms, fn));
     else throw new ConfigError("ring", "a ring member needs an API client or a kubeconfig");

@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createLocalCa } from "../../src/pki/ca.ts";
+import { LogLines } from "./log-lines.ts";
 
 const CHILD = fileURLToPath(new URL("./proxy-child.ts", import.meta.url));
 
@@ -66,6 +67,8 @@ export class ProxyProcess {
   #port = 0;
   #cur: Started | undefined;
   #output = "";
+  /** Every log record the process(es) printed, judged as it arrives (stdout and stderr apart: their lines interleave). */
+  readonly #logs: LogLines[] = [];
   readonly #upstreamPort: number;
 
   private constructor(opts: ProxyProcessOptions, caPem: string, dir: string) {
@@ -106,6 +109,16 @@ export class ProxyProcess {
     return this.#cur !== undefined && this.#cur.child.exitCode === null && this.#cur.child.signalCode === null;
   }
 
+  /** Log records that repeat a key or do not parse, over every start of the process. */
+  logProblems(): string[] {
+    return this.#logs.flatMap((l) => l.problems());
+  }
+
+  /** Log records printed so far, over every start. */
+  logRecords(): number {
+    return this.#logs.reduce((n, l) => n + l.records, 0);
+  }
+
   /** Everything the process(es) wrote, for failure messages (the last 20 kB). */
   output(): string {
     return this.#output.slice(-20_000);
@@ -125,7 +138,12 @@ export class ProxyProcess {
     await this.#spawn();
   }
 
-  /** Graceful stop, as SIGTERM in a pod (ring mode leaves the ring first); SIGKILL if it takes over 15 s. Idempotent. */
+  /**
+   * Graceful stop, as SIGTERM in a pod (ring mode leaves the ring first);
+   * SIGKILL if it takes over 15 s. Idempotent. Then throws if any log record
+   * the process printed repeated a key or did not parse: every suite that
+   * runs proxy processes checks their logs (test/support/log-lines.ts).
+   */
   async stop(): Promise<void> {
     const cur = this.#cur;
     if (cur !== undefined && this.running) {
@@ -135,6 +153,9 @@ export class ProxyProcess {
       clearTimeout(timer);
     }
     rmSync(this.#dir, { recursive: true, force: true });
+    for (const l of this.#logs) l.end();
+    const bad = this.logProblems();
+    if (bad.length > 0) throw new Error(`proxy ${this.#opts.name ?? ""} printed ${bad.length} bad log record(s):\n${bad.slice(0, 5).join("\n")}`);
   }
 
   /** Writes a V8 heap snapshot of the running process to `file` (after a collection, with `gcBeforeSample`). */
@@ -205,7 +226,10 @@ export class ProxyProcess {
     const listening = new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`proxy ${o.name ?? ""} did not listen within 30 s:\n${this.output()}`)), 30_000);
       for (const s of [child.stdout, child.stderr]) {
+        const logs = new LogLines();
+        this.#logs.push(logs);
         s?.on("data", (b: Buffer) => {
+          logs.add(b);
           this.#output += b.toString();
           out += b.toString();
           const m = /shardcar proxy listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(out);

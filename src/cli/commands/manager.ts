@@ -247,7 +247,7 @@ Examples:
             namespace,
             identity: podName ?? `manager-${process.pid}`,
             registry,
-            log: logger.child({ component: "ring-coordinator" }),
+            log: logger,
             tasks: labeller === undefined ? [] : [labeller],
           },
           io.signal,
