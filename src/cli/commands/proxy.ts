@@ -1,4 +1,3 @@
-import { fs } from "../../node-builtins.ts";
 import { Registry } from "../../prom.ts";
 import { SERVICE_ACCOUNT_DIR } from "../../kube/config.ts";
 import type { RingMember } from "../../ring/member.ts";
@@ -14,6 +13,7 @@ import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../../shard/table.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+import { loopbackTls } from "../loopback-tls.ts";
 import { ringClient, sidecarAccess } from "../sidecar-access.ts";
 
 /** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
@@ -24,8 +24,10 @@ export const PROXY_FLAGS = {
   kubeconfig: { type: "string" },
   server: { type: "string" },
   "certificate-authority": { type: "string" },
+  tls: { type: "boolean" },
   "tls-cert": { type: "string" },
   "tls-key": { type: "string" },
+  "write-ca": { type: "string" },
   "pod-name": { type: "string" },
   "bookmark-interval": { type: "string" },
   "relist-jitter": { type: "string" },
@@ -71,7 +73,11 @@ Flags:
   --server URL            upstream URL instead of the kubeconfig's (with --certificate-authority);
                           the ring member's credentials then come from --kubeconfig only
   --certificate-authority PATH
-  --tls-cert PATH --tls-key PATH   serve TLS on the loopback listener
+  --tls                   serve TLS on the loopback listener with a certificate made at start
+                          for 127.0.0.1 and localhost: kubectl and client-go send their token
+                          only over https (to an http:// proxy they send none)
+  --write-ca PATH         with --tls: write the certificate clients must trust to PATH
+  --tls-cert PATH --tls-key PATH   serve TLS with this certificate instead
   --pod-name NAME         default $POD_NAME (needed for ordinal/N and ring)
   --bookmark-interval D   minimum gap between synthetic bookmarks per watch (default 1s)
   --relist-jitter D       spread forced relists after a range change (default 0s)
@@ -97,6 +103,7 @@ Injected mode (what the webhook configures):
 
 Examples:
   shardcar proxy --server http://127.0.0.1:8080 --resources pods --shards 0/3 --listen 127.0.0.1:7001
+  shardcar proxy --resources pods --shards 0/3 --listen 127.0.0.1:7002 --tls --write-ca /tmp/shardcar-proxy-ca.crt
   shardcar proxy --kubeconfig ~/.kube/config --resources "pods,configmaps=namespace" --shards 1/2
   shardcar proxy --injected --sa-dir /var/run/shardcar/serviceaccount --resources pods --shards ordinal/3
 `,
@@ -111,7 +118,6 @@ Examples:
     const listen = parseListen("--listen", values.listen ?? "127.0.0.1:7443");
     const adminFlag = values["admin-listen"] ?? "0.0.0.0:9464";
     const admin = adminFlag === "off" ? undefined : parseListen("--admin-listen", adminFlag);
-    if ((values["tls-cert"] === undefined) !== (values["tls-key"] === undefined)) throw new UsageError("--tls-cert", "--tls-cert and --tls-key go together");
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
     const waitForRangesMs = durationFlag("--wait-for-ranges", values["wait-for-ranges"], 30_000);
@@ -122,8 +128,8 @@ Examples:
     const registry = new Registry();
     const injected = values.injected === true;
     if (injected && values["sa-dir"] === undefined) throw new UsageError("--sa-dir", "--injected needs --sa-dir, the emptyDir the app containers mount");
-    if (injected && (values["tls-cert"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
-      throw new UsageError("--injected", "--injected generates its own TLS and uses the in-cluster apiserver; drop --tls-cert/--tls-key/--server/--kubeconfig");
+    if (injected && (values.tls === true || values["tls-cert"] !== undefined || values["write-ca"] !== undefined || values.server !== undefined || values.kubeconfig !== undefined)) {
+      throw new UsageError("--injected", "--injected generates its own TLS and uses the in-cluster apiserver; drop --tls/--tls-cert/--tls-key/--write-ca/--server/--kubeconfig");
     }
     const realSaDir = values["real-sa-dir"] ?? SERVICE_ACCOUNT_DIR;
     const access = await sidecarAccess({ injected, server: values.server, caFile: values["certificate-authority"], kubeconfig: values.kubeconfig, saDir: realSaDir, env: io.env });
@@ -207,8 +213,8 @@ Examples:
       tls = injectedMode.tls;
       const mode = injectedMode;
       readiness.push({ name: "service-account-files", check: () => (mode.ready ? undefined : "token, namespace and ca.crt are not in place yet") });
-    } else if (values["tls-cert"] !== undefined && values["tls-key"] !== undefined) {
-      tls = { cert: fs.readFileSync(values["tls-cert"], "utf8"), key: fs.readFileSync(values["tls-key"], "utf8") };
+    } else {
+      tls = await loopbackTls({ tls: values.tls === true, certFile: values["tls-cert"], keyFile: values["tls-key"], writeCa: values["write-ca"] });
     }
     const running = await startProxy({
       listen,
