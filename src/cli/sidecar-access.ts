@@ -14,8 +14,10 @@ import { fs } from "../node-builtins.ts";
 import type { ApiClient } from "../kube/client.ts";
 import { connectionFor, describeSource, inClusterAccess, loadKubeAccess, readKubeconfig, type KubeAccess } from "../kube/config.ts";
 import type { Logger } from "../log.ts";
+import type { AdminOptions } from "../proxy/admin.ts";
 import { makeUpstream, type Upstream } from "../proxy/upstream.ts";
 import { UsageError } from "./flags.ts";
+import { selfSignedTls } from "./serving-tls.ts";
 
 export interface SidecarAccess {
   readonly upstream: Upstream;
@@ -62,4 +64,18 @@ export async function ringClient(access: SidecarAccess, log: Logger): Promise<Ap
   }
   const [{ ApiClient }, connection] = await Promise.all([import("../kube/client.ts"), connectionFor(identity)]);
   return new ApiClient(connection);
+}
+
+/**
+ * Who may read the admin listener (src/proxy/admin.ts). `--metrics-auth`
+ * asks the apiserver with the sidecar's own identity, the one its ring
+ * member uses, and serves the listener over TLS.
+ */
+export async function adminAccessFor(o: { debugRemote: boolean; metricsAuth: boolean; access: SidecarAccess }): Promise<Pick<AdminOptions, "debugFrom" | "metricsAuth" | "tls">> {
+  const debugFrom = o.debugRemote ? ("anyone" as const) : ("loopback" as const);
+  if (!o.metricsAuth) return { debugFrom };
+  const { identity } = o.access;
+  if (identity === undefined) throw new UsageError("--metrics-auth", "--metrics-auth asks the apiserver with the sidecar's own credentials: use --kubeconfig (or --injected), or drop --server");
+  const [{ ApiClient }, { DelegatedAuth }, connection, { tls }] = await Promise.all([import("../kube/client.ts"), import("../kube/access-review.ts"), connectionFor(identity), selfSignedTls("shardcar admin CA", ["localhost", "127.0.0.1"])]);
+  return { debugFrom, metricsAuth: new DelegatedAuth(new ApiClient(connection)), tls };
 }

@@ -62,6 +62,7 @@ import { silentLogger, type Logger } from "../log.ts";
 import type { MutatingWebhook } from "./admission.ts";
 import { BUILTIN_RESOURCES, CUSTOMRESOURCEDEFINITIONS } from "./builtins.ts";
 import { defsFromCrd } from "./crd.ts";
+import type { DevAuth } from "./reviews.ts";
 import { DevApiHandler, type DevApiStats } from "./server.ts";
 import { MemoryStore, type DevStore } from "./store.ts";
 import type { GateMode, ResourceDef } from "./types.ts";
@@ -71,6 +72,7 @@ export { GATE_MODES, isGateMode } from "./types.ts";
 export type { DevStore, DevWatchEvent } from "./store.ts";
 export type { AdmissionOperation, MutatingWebhook } from "./admission.ts";
 export type { DevApiStats, RequestRecord } from "./server.ts";
+export type { DevAuth, DevUser } from "./reviews.ts";
 export { DevApiStatusError, type StatusBody } from "./status.ts";
 export { BUILTIN_RESOURCES, CONFIGMAPS, CUSTOMRESOURCEDEFINITIONS, LEASES, NAMESPACES, PODS, SECRETS, SERVICEACCOUNTS, SHARDRINGS } from "./builtins.ts";
 export { seedPods, type SeedPodsOptions } from "./seed.ts";
@@ -92,6 +94,8 @@ export interface DevApiOptions {
   logger?: Logger;
   /** `true`: any `Bearer` token; a string: exactly that token. Otherwise 401. Health endpoints are exempt. Default false. */
   requireToken?: boolean | string;
+  /** Whom TokenReview authenticates and what SubjectAccessReview allows (reviews.ts). Default: nobody, nothing. */
+  auth?: DevAuth;
   /** Serve the built-in resources (default true); `registerResource` adds more either way. */
   builtins?: boolean;
   /** How many requests `stats.requests` keeps (oldest dropped). Default 10,000. */
@@ -152,6 +156,7 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
       logger: opts.logger ?? silentLogger(),
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
       requireToken: opts.requireToken ?? false,
+      auth: opts.auth,
       maxRecordedRequests: opts.maxRecordedRequests ?? 10_000,
       now,
       serverAddress: () => `${host}:${port}`,

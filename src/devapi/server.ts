@@ -20,6 +20,7 @@ import { isRecord } from "../is-record.ts";
 import { selectPage, type Page, type ServingPath } from "./list.ts";
 import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
 import { patchTypeOf, type PatchType } from "./patch.ts";
+import { answerReview, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, type DevAuth } from "./reviews.ts";
 import { parseListQuery, parseResourceVersion, route, type ListQuery, type Route } from "./request.ts";
 import { matchFields, matchLabels, parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from "./selectors.ts";
 import {
@@ -75,6 +76,8 @@ export interface HandlerOptions {
   readonly logger: Logger;
   readonly bookmarkIntervalMs: number;
   readonly requireToken: boolean | string;
+  /** What TokenReview and SubjectAccessReview answer (reviews.ts); without it, nobody is authenticated. */
+  readonly auth?: DevAuth | undefined;
   readonly maxRecordedRequests: number;
   readonly now: () => number;
   /** host:port for `/api` discovery. */
@@ -193,6 +196,10 @@ export class DevApiHandler {
     const store = this.o.store;
     // Authentication comes first, as on a real server: an unauthenticated client learns nothing, not even a 404.
     if (!isHealthPath(url.pathname) && !this.authorized(req)) throw unauthorized();
+    if ((req.method ?? "GET") === "POST" && (url.pathname === TOKEN_REVIEWS || url.pathname === SUBJECT_ACCESS_REVIEWS)) {
+      this.send(res, 201, answerReview(url.pathname, await readJson(req), this.o.auth), pretty);
+      return;
+    }
     const r = route(
       url.pathname,
       (g, v, res_) => store.find({ group: g, version: v, resource: res_ }),

@@ -53,6 +53,10 @@ export function httpProbe(adminUrls: ReadonlyMap<string, string>, resource: stri
 export function podProxyProbe(client: ApiClient, namespace: string, port: number, resource: string): DeliveredProbe {
   return async (owner, key) => {
     const res = await client.get(`/api/v1/namespaces/${namespace}/pods/${owner.name}:${port}/proxy/debug/shardcar`, { query: { key }, timeoutMs: 5000 });
+    if (res.status === 403 && statusMessage(res.body) === undefined) {
+      // The sidecar's own refusal (a Status would be the apiserver's): its debug endpoint is loopback-only.
+      throw new Error(`pod ${namespace}/${owner.name}:${port}: the sidecar answers /debug/shardcar on loopback only; start the manager with --sidecar-debug-remote, or kubectl port-forward and pass --admin-url ${owner.name}=http://127.0.0.1:${port}`);
+    }
     if (res.status !== 200) throw new Error(`pod ${namespace}/${owner.name}:${port}: HTTP ${res.status}${statusMessage(res.body) === undefined ? "" : ` ${statusMessage(res.body)}`}`);
     return deliveredFrom(res.body, resource);
   };

@@ -12,7 +12,7 @@ import { http } from "../node-builtins.ts";
 import { Registry } from "../prom.ts";
 import { ConfigError } from "../errors.ts";
 import { formatBound } from "../shard/hash.ts";
-import { createAdminServer, type ReadinessCheck } from "./admin.ts";
+import { createAdminServer, type AdminOptions, type ReadinessCheck } from "./admin.ts";
 import { indexResources } from "./classify.ts";
 import { createFront } from "./front.ts";
 import { ProxyMetrics } from "./metrics.ts";
@@ -31,6 +31,8 @@ export interface ListenAddress {
 export interface ProxyConfig extends Omit<ShardProxyOptions, "metrics" | "failBufferBytes" | "random"> {
   readonly listen: ListenAddress;
   readonly admin?: ListenAddress;
+  /** Who may read the admin listener's /debug/shardcar and /metrics, and its TLS (admin.ts). */
+  readonly adminAccess?: Pick<AdminOptions, "debugFrom" | "metricsAuth" | "tls">;
   readonly tls?: { readonly key: string; readonly cert: string };
   readonly registry?: Registry;
   readonly readiness?: readonly ReadinessCheck[];
@@ -122,6 +124,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   let adminUrl: string | undefined;
   if (cfg.admin !== undefined) {
     admin = createAdminServer({
+      ...cfg.adminAccess,
       registry,
       readiness: cfg.readiness ?? [],
       debug: (query) => {
@@ -137,7 +140,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
       },
     });
     const a = await listen(admin, cfg.admin);
-    adminUrl = `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`;
+    adminUrl = `${cfg.adminAccess?.tls === undefined ? "http" : "https"}://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`;
   }
   const scheme = cfg.tls === undefined ? "http" : "https";
   const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;

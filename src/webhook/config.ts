@@ -37,6 +37,10 @@ export interface InjectorConfig {
    * controller: they are left wired to the real apiserver.
    */
   readonly meshSidecars: readonly string[];
+  /** The sidecar's `--metrics-auth`: /metrics behind TokenReview and SubjectAccessReview, over TLS (the probes follow). */
+  readonly sidecarMetricsAuth: boolean;
+  /** The sidecar's `--debug-remote`: /debug/shardcar beyond loopback, for `audit --canary` through the pod proxy. */
+  readonly sidecarDebugRemote: boolean;
 }
 
 export const DEFAULT_PROXY_PORT = 7443;
@@ -61,5 +65,7 @@ export function defaultInjectorConfig(image: string): InjectorConfig {
     managerNamespace: "shardcar-system",
     resources: { requests: { cpu: "20m", memory: "64Mi" }, limits: { memory: "256Mi" } },
     meshSidecars: ["istio-proxy", "linkerd-proxy"],
+    sidecarMetricsAuth: false,
+    sidecarDebugRemote: false,
   };
 }

@@ -111,8 +111,11 @@ function sidecar(plan: InjectionPlan): JsonObject {
     "--injected",
     "--listen",
     `127.0.0.1:${config.proxyPort}`,
+    // On the pod IP: the kubelet probes it and Prometheus scrapes it.
     "--admin-listen",
     `0.0.0.0:${config.adminPort}`,
+    ...(config.sidecarMetricsAuth ? ["--metrics-auth"] : []),
+    ...(config.sidecarDebugRemote ? ["--debug-remote"] : []),
     // The pod's settings in the proxy's own vocabulary, with the ring the
     // decision resolved (the owning workload's name when none was written).
     ...settingsToArgs({ ...settings, ring: plan.ring }),
@@ -124,7 +127,8 @@ function sidecar(plan: InjectionPlan): JsonObject {
   // reads what the app would have read and its own in-cluster client works.
   if (plan.tokenVolume !== undefined) mounts.push({ name: plan.tokenVolume, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true });
   const probe = (path: string, periodSeconds: number, failureThreshold: number): JsonObject => ({
-    httpGet: { path, port: config.adminPort, scheme: "HTTP" },
+    // --metrics-auth serves the whole admin listener over TLS (the kubelet does not verify it).
+    httpGet: { path, port: config.adminPort, scheme: config.sidecarMetricsAuth ? "HTTPS" : "HTTP" },
     periodSeconds,
     timeoutSeconds: 1,
     failureThreshold,

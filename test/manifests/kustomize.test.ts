@@ -126,7 +126,7 @@ const EXAMPLE_KINDS = [
   "ServiceAccount/kube-state-metrics",
 ];
 
-const TARGETS = ["manifests/base", "manifests/overlays/single-replica", "manifests/overlays/multi-replica", "test/manifests/compose/cert-manager", "test/manifests/compose/label-only", "test/manifests/compose/label-slots"];
+const TARGETS = ["manifests/base", "manifests/overlays/single-replica", "manifests/overlays/multi-replica", "test/manifests/compose/cert-manager", "test/manifests/compose/label-only", "test/manifests/compose/label-slots", "test/manifests/compose/metrics-auth"];
 const rendered = new Map<string, Obj[]>();
 
 t.before(async () => {
@@ -346,6 +346,21 @@ t.test("cert-manager component: a Certificate for the Service, its CA injected i
   t.equal(d.spec.template.spec.volumes?.find((v) => v.name === mount?.name)?.secret?.secretName, cert.spec.secretName, "the volume is cert-manager's Secret");
   const role = find<Obj & { rules: Rule[] }>(objs, "Role", "shardcar-manager");
   t.notOk(role.rules.some((r) => r.resources?.includes("secrets")), "no Secret permissions left to the manager");
+});
+
+t.test("metrics-auth component: the manager and its sidecars guard /metrics, the manager may ask the reviews, and a scraper role exists", async (t) => {
+  const objs = get("test/manifests/compose/metrics-auth");
+  t.same(kinds(objs), [...BASE_KINDS, ...EXAMPLE_KINDS, "ClusterRole/shardcar-metrics-auth", "ClusterRole/shardcar-metrics-reader", "ClusterRoleBinding/shardcar-manager-metrics-auth"].sort());
+  const d = find<Obj & { spec: { template: { spec: { containers: Array<{ name: string; args?: string[] }> } } } }>(objs, "Deployment", "shardcar-manager");
+  const args = d.spec.template.spec.containers.find((c) => c.name === "manager")?.args ?? [];
+  t.ok(args.includes("--metrics-auth") && args.includes("--sidecar-metrics-auth"), "both flags, after the base's own");
+  t.ok(args.includes("--cert-mode=self"), "the base's args are kept");
+  const auth = find<Obj & { rules: Rule[] }>(objs, "ClusterRole", "shardcar-metrics-auth");
+  t.same(auth.rules.map((r) => [r.apiGroups, r.resources, r.verbs]), [[["authentication.k8s.io"], ["tokenreviews"], ["create"]], [["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]]]);
+  const binding = find<Obj & { roleRef: { name: string }; subjects: Array<{ name: string; namespace: string }> }>(objs, "ClusterRoleBinding", "shardcar-manager-metrics-auth");
+  t.same([binding.roleRef.name, binding.subjects], ["shardcar-metrics-auth", [{ kind: "ServiceAccount", name: "shardcar-manager", namespace: "shardcar-system" }]]);
+  const reader = find<Obj & { rules: Array<{ nonResourceURLs?: string[]; verbs: string[] }> }>(objs, "ClusterRole", "shardcar-metrics-reader");
+  t.same(reader.rules, [{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);
 });
 
 t.test("label-only component: only the label webhook remains", async (t) => {

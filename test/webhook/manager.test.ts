@@ -12,6 +12,7 @@ import { request } from "node:https";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { main } from "../../src/cli/main.ts";
+import { startDevApi } from "../../src/devapi/index.ts";
 import { issueWebhookCertificates, webhookDnsNames } from "../../src/webhook/certs.ts";
 import { captureIo, type CapturedIo } from "../support/cli.ts";
 import { reviewFor } from "./support.ts";
@@ -101,4 +102,40 @@ t.test("cert-manager mode: starts from the mounted certificate, admits a pod ove
   t.match(metrics, /^shardcar_inject_webhook_reviews_total\{result="injected",reason=""\} 1$/m, "and /metrics counted one injection");
   ac.abort();
   t.equal(await exit, 0, "exits 0 on SIGTERM");
+});
+
+t.test("--metrics-auth: the manager's /metrics over TLS, only for a token the apiserver authenticates and authorizes", async (t) => {
+  const api = await startDevApi({ gate: "off", auth: { users: { scraper: { username: "prometheus" }, other: { username: "other" } }, grants: [{ subject: "prometheus", verb: "get", path: "/metrics" }] } });
+  t.teardown(() => api.close());
+  const dir = await mkdtemp(join(tmpdir(), "shardcar-manager-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const certs = await issueWebhookCertificates(undefined, [...webhookDnsNames("shardcar-webhook", "shardcar-system"), "localhost"], new Date());
+  await writeFile(join(dir, "tls.crt"), certs["tls.crt"]);
+  await writeFile(join(dir, "tls.key"), certs["tls.key"]);
+  await writeFile(join(dir, "kubeconfig"), JSON.stringify({ "current-context": "c", contexts: [{ name: "c", context: { cluster: "d", user: "m" } }], clusters: [{ name: "d", cluster: { server: api.url } }], users: [{ name: "m", user: { token: "manager-own" } }] }));
+  const ac = new AbortController();
+  const c = captureIo(ac.signal, { KUBECONFIG: join(dir, "kubeconfig") });
+  const exit = main(["manager", "--image", "x", "--cert-mode", "cert-manager", "--cert-dir", dir, "--webhook-listen", "127.0.0.1:0", "--no-rings", "--metrics-listen", "127.0.0.1:0", "--metrics-auth", "--log-level", "warn"], c.io);
+  t.teardown(async () => {
+    ac.abort();
+    await exit;
+  });
+  const url = (): string | undefined => /serving metrics on (https:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(c.out())?.[1];
+  const end = Date.now() + 10_000;
+  while (url() === undefined && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  if (url() === undefined) {
+    t.fail(`no https metrics listener: ${c.out()} ${c.err()}`);
+    return;
+  }
+  const scrape = (token?: string): Promise<number> =>
+    new Promise((resolve, reject) => {
+      request(`${url() ?? ""}/metrics`, { rejectUnauthorized: false, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+        .on("error", reject)
+        .end();
+    });
+  t.same([await scrape(), await scrape("other"), await scrape("scraper")], [401, 403, 200], "none, a user without the grant, the scraper");
+  t.ok(api.stats.requests.filter((q) => q.url.includes("reviews")).every((q) => q.authorization === "Bearer manager-own"), "asked with the manager's own credentials");
 });

@@ -1,4 +1,4 @@
-import { createAdminServer } from "../../proxy/admin.ts";
+import { createAdminServer, type AdminOptions } from "../../proxy/admin.ts";
 import { Counter, Registry as PromRegistry } from "../../prom.ts";
 import { ApiClient } from "../../kube/client.ts";
 import { connectionFor, describeSource, loadKubeAccess } from "../../kube/config.ts";
@@ -24,8 +24,15 @@ import {
 } from "../../webhook/index.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+import { selfSignedTls } from "../serving-tls.ts";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** `--metrics-auth`: the apiserver decides who reads /metrics, which is then served over TLS. */
+async function metricsAuth(api: ApiClient): Promise<Pick<AdminOptions, "metricsAuth" | "tls">> {
+  const [{ DelegatedAuth }, { tls }] = await Promise.all([import("../../kube/access-review.ts"), selfSignedTls("shardcar manager metrics CA", ["localhost", "127.0.0.1"])]);
+  return { metricsAuth: new DelegatedAuth(api), tls };
+}
 
 export const managerCommand: Command = {
   name: "manager",
@@ -73,6 +80,11 @@ Flags:
   --label-burst N           PATCHes that may go at once after a quiet spell (default ${DEFAULT_LABEL_BURST})
   --metrics-listen H:P      /metrics (webhook reviews, ring coverage, generations, handoffs) and /healthz
                             over plain HTTP (default 0.0.0.0:9465; "off" disables)
+  --metrics-auth            /metrics only for requests the apiserver authenticates (TokenReview) and
+                            authorizes (SubjectAccessReview: get /metrics), over TLS, as controller-runtime
+  --sidecar-metrics-auth    inject sidecars with --metrics-auth (their probes then use HTTPS)
+  --sidecar-debug-remote    inject sidecars with --debug-remote: /debug/shardcar beyond loopback, for
+                            shardcar audit --canary through the apiserver's pod proxy
   --log-level LEVEL         pino level (default info)
 
 Examples:
@@ -101,6 +113,9 @@ Examples:
       "label-rate": { type: "string" },
       "label-burst": { type: "string" },
       "metrics-listen": { type: "string" },
+      "metrics-auth": { type: "boolean" },
+      "sidecar-metrics-auth": { type: "boolean" },
+      "sidecar-debug-remote": { type: "boolean" },
     });
     if (values.help) {
       io.stdout.write(this.usage);
@@ -165,6 +180,8 @@ Examples:
       proxyPort,
       adminPort,
       managerNamespace: namespace,
+      sidecarMetricsAuth: values["sidecar-metrics-auth"] === true,
+      sidecarDebugRemote: values["sidecar-debug-remote"] === true,
     };
 
     let source: CertificateSource;
@@ -224,14 +241,14 @@ Examples:
     logger.info({ certMode, namespace, image, proxyPort, adminPort }, "shardcar manager ready");
     io.stdout.write(`shardcar manager serving the webhook on https://${listen.host}:${server.port}\n`);
 
-    const metrics = metricsListen === undefined ? undefined : createAdminServer({ registry, readiness: [] });
+    const metrics = metricsListen === undefined ? undefined : createAdminServer({ registry, readiness: [], ...(values["metrics-auth"] === true ? await metricsAuth(await kube()) : {}) });
     if (metrics !== undefined && metricsListen !== undefined) {
       await new Promise<void>((resolve, reject) => {
         metrics.once("error", reject);
         metrics.listen(metricsListen.port, metricsListen.host, () => resolve());
       });
       const bound = metrics.address();
-      io.stdout.write(`shardcar manager serving metrics on http://${metricsListen.host}:${typeof bound === "object" && bound !== null ? bound.port : metricsListen.port}/metrics\n`);
+      io.stdout.write(`shardcar manager serving metrics on ${values["metrics-auth"] === true ? "https" : "http"}://${metricsListen.host}:${typeof bound === "object" && bound !== null ? bound.port : metricsListen.port}/metrics\n`);
     }
     // The ring coordinator runs behind its own leader election (a Lease in
     // `namespace`); webhook serving is not elected: every replica answers.

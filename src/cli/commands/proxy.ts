@@ -13,14 +13,16 @@ import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts
 import { DEFAULT_SLOT_COUNT, MAX_SLOT_COUNT } from "../../shard/table.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
-import { loopbackTls } from "../loopback-tls.ts";
-import { ringClient, sidecarAccess } from "../sidecar-access.ts";
+import { loopbackTls } from "../serving-tls.ts";
+import { adminAccessFor, ringClient, sidecarAccess } from "../sidecar-access.ts";
 
 /** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
 export const PROXY_FLAGS = {
   ...SETTING_FLAGS,
   listen: { type: "string" },
   "admin-listen": { type: "string" },
+  "debug-remote": { type: "boolean" },
+  "metrics-auth": { type: "boolean" },
   kubeconfig: { type: "string" },
   server: { type: "string" },
   "certificate-authority": { type: "string" },
@@ -67,7 +69,13 @@ Flags:
   --pod-namespace NS      default $POD_NAMESPACE (ring mode: where the Lease and ShardRing live)
   --fallback MODE         filter (default) or fail: answer 503 when the server did not filter
   --listen HOST:PORT      proxy listener, loopback only (default 127.0.0.1:7443)
-  --admin-listen H:P      /metrics, /healthz, /readyz (default 0.0.0.0:9464; "off" disables)
+  --admin-listen H:P      /metrics, /healthz, /readyz, /debug/shardcar (default 127.0.0.1:9464;
+                          the webhook sets 0.0.0.0 for the kubelet's probes; "off" disables)
+  --debug-remote          answer /debug/shardcar beyond loopback (for shardcar audit --canary
+                          through the apiserver's pod proxy); default: loopback peers only
+  --metrics-auth          /metrics only for requests the apiserver authenticates (TokenReview)
+                          and authorizes (SubjectAccessReview: get on the path), over TLS;
+                          needs the sidecar's own credentials, and RBAC (docs/operations.md)
   --kubeconfig PATH       the apiserver and the ring member's credentials (default: $KUBECONFIG,
                           else in-cluster, else ~/.kube/config; both always from the same one)
   --server URL            upstream URL instead of the kubeconfig's (with --certificate-authority);
@@ -116,7 +124,7 @@ Examples:
     const settings = settingsFromFlags(values, { slotLabel: values["slot-label"] !== undefined });
     const { resources, shards: spec, fallback, filter: filterMode } = settings;
     const listen = parseListen("--listen", values.listen ?? "127.0.0.1:7443");
-    const adminFlag = values["admin-listen"] ?? "0.0.0.0:9464";
+    const adminFlag = values["admin-listen"] ?? "127.0.0.1:9464";
     const admin = adminFlag === "off" ? undefined : parseListen("--admin-listen", adminFlag);
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
@@ -216,9 +224,11 @@ Examples:
     } else {
       tls = await loopbackTls({ tls: values.tls === true, certFile: values["tls-cert"], keyFile: values["tls-key"], writeCa: values["write-ca"] });
     }
+    const adminAccess = admin === undefined ? undefined : await adminAccessFor({ debugRemote: values["debug-remote"] === true, metricsAuth: values["metrics-auth"] === true, access });
     const running = await startProxy({
       listen,
       ...(admin === undefined ? {} : { admin }),
+      ...(adminAccess === undefined ? {} : { adminAccess }),
       ...(tls === undefined ? {} : { tls }),
       upstream,
       resources,
@@ -237,7 +247,7 @@ Examples:
       maxItemBytes,
     });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => `${r.resource}=${r.key}`), filter: filterMode, ...(labelKey === undefined ? {} : { slotLabel: labelKey }) }, "proxy ready");
-    io.stdout.write(`shardcar proxy listening on ${running.url}\n`);
+    io.stdout.write(`shardcar proxy listening on ${running.url}${running.adminUrl === undefined ? "" : ` (admin ${running.adminUrl})`}\n`);
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
     // Leave the ring first: ranges are handed over while the proxy still serves.
     await member?.leave();

@@ -1,4 +1,6 @@
 /**
+ * The certificates shardcar's own listeners serve when no one gives it one.
+ *
  * TLS on the proxy's loopback listener for a proxy run by hand. kubectl and
  * client-go send a bearer token only over https: to an `http://` proxy they
  * send no Authorization header at all, and a real apiserver answers every
@@ -34,20 +36,30 @@ export async function loopbackTls(o: LoopbackTlsOptions): Promise<TlsMaterial | 
     if (o.writeCa !== undefined) throw new UsageError("--write-ca", "--write-ca needs --tls");
     return undefined;
   }
-  const now = o.now ?? new Date();
-  const ca = await createLocalCa("shardcar proxy loopback CA", now, VALIDITY_MS);
-  const tls = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now, validityMs: VALIDITY_MS });
+  const { tls, caPem } = await selfSignedTls("shardcar proxy loopback CA", ["127.0.0.1", "localhost"], o.now);
   if (o.writeCa !== undefined) {
     // By rename, so a client that waits for the file never reads half of it.
     const tmp = `${o.writeCa}.${process.pid}.tmp`;
     try {
-      fs.writeFileSync(tmp, ca.certPem, { mode: 0o644 });
+      fs.writeFileSync(tmp, caPem, { mode: 0o644 });
       fs.renameSync(tmp, o.writeCa);
     } catch (e) {
       throw new UsageError("--write-ca", `cannot write --write-ca ${JSON.stringify(o.writeCa)}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
   }
   return tls;
+}
+
+/**
+ * A certificate for `names`, made now and kept nowhere, signed by a CA
+ * whose key never leaves memory: the by-hand loopback listener's, and the
+ * admin listeners' under `--metrics-auth` (scrapers and the kubelet do not
+ * verify it, as with controller-runtime's self-signed metrics certificate).
+ */
+export async function selfSignedTls(caName: string, names: readonly string[], now = new Date()): Promise<{ readonly tls: TlsMaterial; readonly caPem: string }> {
+  const ca = await createLocalCa(caName, now, VALIDITY_MS);
+  const [commonName = "localhost"] = names;
+  return { tls: await ca.issue({ commonName, names, now, validityMs: VALIDITY_MS }), caPem: ca.certPem };
 }
 
 function read(flag: string, path: string): string {
