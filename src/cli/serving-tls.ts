@@ -11,7 +11,7 @@
  * (`--injected` has its own pod-local CA: src/proxy/injected/pod-tls.ts.)
  */
 import { fs } from "../node-builtins.ts";
-import { createLocalCa, type TlsMaterial } from "../webhook/pki.ts";
+import { createLocalCa, type TlsMaterial } from "../pki/ca.ts";
 import { UsageError } from "./flags.ts";
 
 // Made at every start and kept nowhere: long enough for any session by hand.

@@ -9,7 +9,7 @@
  *
  * Pure: a review body in, the answered review out.
  */
-import { isRecord } from "./json.ts";
+import { isRecord } from "../is-record.ts";
 
 export interface DevUser {
   readonly username: string;

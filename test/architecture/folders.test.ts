@@ -24,17 +24,19 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
  */
 const LEAVES = ["errors.ts", "is-record.ts", "log.ts", "clock.ts", "node-builtins.ts", "prom.ts", "sidecar-runtime.ts"];
 const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
-  cli: ["demo", "devapi", "ops", "webhook", "proxy", "ring", "kube", "pki", "shard", ...LEAVES],
-  demo: ["devapi", "ops", "webhook", "proxy", "ring", "kube", "pki", "shard", ...LEAVES],
+  cli: ["demo", "devapi", "ops", "webhook", "proxy", "ring", "kube", "settings", "pki", "shard", ...LEAVES],
+  demo: ["devapi", "ops", "webhook", "proxy", "ring", "kube", "settings", "pki", "shard", ...LEAVES],
   // preflight runs the webhook's server to test it; checks read its certificates.
-  ops: ["webhook", "ring", "kube", "pki", "shard", ...LEAVES],
-  // webhook -> proxy is parseLockSpec (proxy/lock-rename.ts), on its way to
-  // the one settings vocabulary; proxy/ must never import webhook/.
-  webhook: ["proxy", "ring", "kube", "pki", "shard", ...LEAVES],
-  proxy: ["kube", "pki", "shard", ...LEAVES],
-  ring: ["kube", "shard", ...LEAVES],
+  ops: ["webhook", "ring", "kube", "settings", "pki", "shard", ...LEAVES],
+  // The webhook and the proxy share the pod settings (settings/), not each
+  // other: proxy/ must never import webhook/, nor webhook/ proxy/.
+  webhook: ["ring", "kube", "settings", "pki", "shard", ...LEAVES],
+  proxy: ["kube", "settings", "pki", "shard", ...LEAVES],
+  ring: ["kube", "settings", "shard", ...LEAVES],
   devapi: ["kube", "shard", ...LEAVES],
   kube: ["shard", ...LEAVES],
+  // The pod settings: spelled in annotations, sidecar args and flags; pure.
+  settings: ["shard", ...LEAVES],
   pki: [...LEAVES],
   shard: ["errors.ts"],
   "errors.ts": [],

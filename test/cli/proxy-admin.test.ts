@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.ts";
 import { startDevApi } from "../../src/devapi/index.ts";
 import { captureIo } from "../support/cli.ts";
-import { eventually } from "../support/eventually.ts";
+import { eventually } from "../support/wait.ts";
 
 function scrape(url: string, token?: string): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -17,7 +17,7 @@ import { seedPods, startDevApi, type DevApi } from "../../src/devapi/index.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { captureIo } from "../support/cli.ts";
-import { eventually } from "../support/eventually.ts";
+import { eventually } from "../support/wait.ts";
 
 const KUBECTL = spawnSync("sh", ["-c", "command -v kubectl"]).stdout.toString().trim();
 const skip = KUBECTL === "" ? "kubectl not installed" : false;
