@@ -87,6 +87,9 @@ const ROWS: readonly Row[] = [
     messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/namespaces/ns-0/pods/pod-00000", ["Connection: keep-alive"]), get("/api/v1/configmaps", ["Connection: keep-alive"]), get("/api/v1/pods?watch=1&timeoutSeconds=1")],
     want: [200, 200, 200, 200],
   },
+  // node queues its automatic 100 for a request pipelined behind another, then puts the answer's head in front of it.
+  { name: "Expect: 100-continue on a request pipelined behind a get", messages: [get("/api/v1/namespaces/ns-0/pods/nothing-here", ["Connection: keep-alive"]), withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [404, 405] },
+  { name: "Expect: 100-continue on a request of its own", messages: [withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [405] },
   { name: "a bad escape pipelined between two lists", messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods%zz", ["Connection: keep-alive"]), get("/api/v1/pods")], want: [200, 400, 200] },
   { name: "lock calls pipelined: GET, PUT, GET", messages: [get(LOCK, ["Connection: keep-alive"]), withBody("PUT", LOCK, LEASE, ["Connection: keep-alive"]), get(LOCK)], want: [200, 200, 200], lockOnly: true },
   // Clients that vanish mid-request and mid-response.
