@@ -50,6 +50,9 @@ const ROWS: readonly Row[] = [
   { name: "a path over the header limit", messages: [get(`/api/v1/namespaces/${"a".repeat(20_000)}/pods`)], want: [431] },
   { name: "a long path under the limit, on a sharded list", messages: [get(`/api/v1/namespaces/${"a".repeat(12_000)}/pods`)], want: [200] },
   { name: "a long lock name", messages: [get(`${LOCK}${"x".repeat(12_000)}`)], want: [404] },
+  // Targets whose reading differs between URL parsers: the proxy routes on what it forwards, and that is a path to the apiserver.
+  { name: "an absolute target whose path starts with //host", messages: [get("https://evil.invalidhttp://x@y/api/v1/pods?limit=500")], want: [404] },
+  { name: "a path of three leading slashes", messages: [get("///api/v1/pods")], want: [404] },
   // Non-UTF-8 paths: escaped and raw bytes that decode to no text.
   { name: "an escaped byte that is no UTF-8, in a namespace", messages: [get("/api/v1/namespaces/%ff/pods")], want: [200] },
   { name: "an escaped surrogate in the lock's name", messages: [get(`${LOCK}%ed%a0%80`)], want: [404] },
