@@ -29,6 +29,16 @@ export type Route =
 export type Lookup = (group: string, version: string, resource: string) => ResourceState | undefined;
 export type GroupKnown = (group: string, version?: string) => boolean;
 
+/**
+ * The request target as Go's net/http reads it (`url.ParseRequestURI`): one
+ * that starts with `/` is a path, `//x@y/api/v1/pods` included, where
+ * WHATWG's URL would read `x@y` as a host and `/api/v1/pods` as the path
+ * (the apiserver answers that path 404); anything else is an absolute URL.
+ */
+export function requestUrl(target: string): URL {
+  return new URL(target.startsWith("/") ? `http://devapi${target}` : target, "http://devapi");
+}
+
 /** Routes a path (without query). Unknown paths throw a 404 Status. */
 export function route(pathname: string, lookup: Lookup, known: GroupKnown): Route {
   if (pathname === "/" || pathname === "") return { kind: "root" };

@@ -21,7 +21,7 @@ import { selectPage, type Page, type ServingPath } from "./list.ts";
 import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
 import { patchTypeOf, type PatchType } from "./patch.ts";
 import { answerReview, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, type DevAuth } from "./reviews.ts";
-import { parseListQuery, parseResourceVersion, route, type ListQuery, type Route } from "./request.ts";
+import { parseListQuery, parseResourceVersion, requestUrl, route, type ListQuery, type Route } from "./request.ts";
 import { matchFields, matchLabels, parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from "./selectors.ts";
 import {
   badRequest,
@@ -172,7 +172,7 @@ export class DevApiHandler {
       res.destroy();
       return;
     }
-    const url = new URL(req.url ?? "/", "http://devapi");
+    const url = requestUrl(req.url ?? "/");
     this.send(res, status.code, status, wantsPretty(url.searchParams, req.headers["user-agent"]));
   }
 
@@ -191,7 +191,7 @@ export class DevApiHandler {
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const record = this.record(req);
-    const url = new URL(req.url ?? "/", "http://devapi");
+    const url = requestUrl(req.url ?? "/");
     const pretty = wantsPretty(url.searchParams, req.headers["user-agent"]);
     const store = this.o.store;
     // Authentication comes first, as on a real server: an unauthenticated client learns nothing, not even a 404.
@@ -331,7 +331,7 @@ export class DevApiHandler {
     if (!o) throw notFound(r.state.qualified, r.name as string);
     if (format.kind === "json") return this.sendBytes(res, 200, o.full, pretty);
     if (format.kind === "pom") return this.sendBytes(res, 200, pomJson(o, format.version), pretty);
-    const q = parseListQuery(new URL(req.url ?? "/", "http://devapi").searchParams, false);
+    const q = parseListQuery(requestUrl(req.url ?? "/").searchParams, false);
     const body = Buffer.concat([
       Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":{"resourceVersion":"${o.rv}"},"columnDefinitions":${columnDefinitionsJson(r.state.def.columns)},"rows":[`),
       rowJson(o, r.state.def.columns, q.includeObject, format.version, this.o.now()),

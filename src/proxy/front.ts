@@ -36,6 +36,8 @@ export interface FrontOptions {
 export interface Front {
   /** node's `request` listener. */
   readonly request: (req: IncomingMessage, res: ServerResponse) => void;
+  /** node's `checkContinue` listener: a request with `Expect: 100-continue`. */
+  readonly checkContinue: (req: IncomingMessage, res: ServerResponse) => void;
   /** node's `upgrade` listener. */
   readonly upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
@@ -119,15 +121,28 @@ export function createFront(opts: FrontOptions): Front {
     logger.error({ err, method: req.method, url: req.url, listener }, "request handler threw; answering 500");
     answer(`shardcar: internal error serving ${req.method ?? ""} ${JSON.stringify((req.url ?? "").slice(0, 200))}: ${message}`);
   };
+  const request = (req: IncomingMessage, res: ServerResponse): void => {
+    if (!accept(req, (m) => sendStatus(res, 400, m))) return;
+    track(req, res);
+    try {
+      opts.handle(req, res);
+    } catch (err) {
+      failed("request", req, err, (m) => sendStatus(res, 500, m));
+    }
+  };
   return {
-    request(req, res) {
-      if (!accept(req, (m) => sendStatus(res, 400, m))) return;
-      track(req, res);
-      try {
-        opts.handle(req, res);
-      } catch (err) {
-        failed("request", req, err, (m) => sendStatus(res, 500, m));
-      }
+    request,
+    checkContinue(req, res) {
+      // Left to itself node sends the 100 at once, and for a request
+      // pipelined behind one still being answered it queues the 100 on the
+      // response, whose head it later puts in front of the queue: the client
+      // reads "HTTP/1.1 100 Continue" inside that answer's body, and every
+      // answer after it is misread. Only the response on the connection
+      // sends the 100; a pipelined request has sent its body already, and a
+      // server may leave the 100 out once content has arrived (RFC 9110
+      // §10.1.1).
+      if (res.socket !== null) res.writeContinue();
+      request(req, res);
     },
     upgrade(req, socket, head) {
       // An upgrade pipelined behind requests still being answered takes the

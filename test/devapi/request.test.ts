@@ -5,6 +5,7 @@
  */
 import t from "tap";
 import { seedPods } from "../../src/devapi/index.ts";
+import { exchange, parseResponses } from "../support/fuzz/raw-http.ts";
 import { call, items, meta, withApi } from "./helpers.ts";
 
 t.test("the path is decoded whole, then split; a malformed escape is a 400 naming it", async (t) => {
@@ -50,4 +51,16 @@ t.test("each request records what it was served as: a LIST or WATCH of a collect
     api.stats.requests.map((r) => r.served),
     [{ verb: "list", resource: "pods" }, { verb: "watch", resource: "pods" }, undefined, undefined, { verb: "list", resource: "leases.coordination.k8s.io" }],
   );
+});
+
+t.test("a target that starts with // is a path, as Go's net/http reads it, not a host and a path", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 2 });
+  const port = Number(new URL(api.url).port);
+  for (const target of ["//x@y/api/v1/pods", "//api/v1/pods"]) {
+    // Raw: every HTTP client here would read the target as a host and a path too.
+    const res = await exchange({ host: "127.0.0.1", port }, { writes: [Buffer.from(`GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } }, ["GET"]);
+    t.equal(parseResponses(res.received, ["GET"]).responses[0]?.status, 404, `${target}: no such path (the apiserver's answer too)`);
+  }
+  t.same(api.stats.requests.map((r) => r.served), [undefined, undefined], "neither served as a list");
 });

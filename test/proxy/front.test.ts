@@ -6,7 +6,7 @@
  * cannot filter are refused.
  */
 import t from "tap";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { Duplex, Writable } from "node:stream";
 import { Registry } from "prom-client";
@@ -236,4 +236,29 @@ t.test("an upgrade relayed without upgrading ends upstream when its client leave
   t.teardown(() => proxy.close());
   await exchange(endpoint(proxy), { writes: [Buffer.from("GET /api/v1/namespaces/ns/pods/p0/log?follow=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")], gapMs: 0, end: { kind: "read-for", ms: 200 } });
   t.ok(await eventually(() => open === 0 && proxy.openConnections() === 0, 5000), `the upstream request ended (${open} open) and so did the client's connection (${proxy.openConnections()})`);
+});
+
+t.test("a client that waits for 100 Continue gets it before it sends its body, and then its answer", async (t) => {
+  const api = await startDevApi({ gate: "off" });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(async () => {
+    await proxy.close();
+    await api.close();
+  });
+  const body = JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "after-continue", namespace: "default" } });
+  const answer = await new Promise<{ continued: boolean; status: number }>((resolve, reject) => {
+    let continued = false;
+    const req = request(`${proxy.url}/api/v1/namespaces/default/configmaps`, { method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), expect: "100-continue" } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve({ continued, status: res.statusCode ?? 0 }));
+    });
+    // The body goes only once the 100 came: without it this request would hang.
+    req.on("continue", () => {
+      continued = true;
+      req.end(body);
+    });
+    req.on("error", reject);
+  });
+  t.ok(answer.continued, "the proxy answered Expect: 100-continue with a 100");
+  t.equal(answer.status, 201, "and the body sent after it was served");
 });

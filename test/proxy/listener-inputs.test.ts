@@ -50,6 +50,9 @@ const ROWS: readonly Row[] = [
   { name: "a path over the header limit", messages: [get(`/api/v1/namespaces/${"a".repeat(20_000)}/pods`)], want: [431] },
   { name: "a long path under the limit, on a sharded list", messages: [get(`/api/v1/namespaces/${"a".repeat(12_000)}/pods`)], want: [200] },
   { name: "a long lock name", messages: [get(`${LOCK}${"x".repeat(12_000)}`)], want: [404] },
+  // Targets whose reading differs between URL parsers: the proxy routes on what it forwards, and that is a path to the apiserver.
+  { name: "an absolute target whose path starts with //host", messages: [get("https://evil.invalidhttp://x@y/api/v1/pods?limit=500")], want: [404] },
+  { name: "a path of three leading slashes", messages: [get("///api/v1/pods")], want: [404] },
   // Non-UTF-8 paths: escaped and raw bytes that decode to no text.
   { name: "an escaped byte that is no UTF-8, in a namespace", messages: [get("/api/v1/namespaces/%ff/pods")], want: [200] },
   { name: "an escaped surrogate in the lock's name", messages: [get(`${LOCK}%ed%a0%80`)], want: [404] },
@@ -87,6 +90,9 @@ const ROWS: readonly Row[] = [
     messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/namespaces/ns-0/pods/pod-00000", ["Connection: keep-alive"]), get("/api/v1/configmaps", ["Connection: keep-alive"]), get("/api/v1/pods?watch=1&timeoutSeconds=1")],
     want: [200, 200, 200, 200],
   },
+  // node queues its automatic 100 for a request pipelined behind another, then puts the answer's head in front of it.
+  { name: "Expect: 100-continue on a request pipelined behind a get", messages: [get("/api/v1/namespaces/ns-0/pods/nothing-here", ["Connection: keep-alive"]), withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [404, 405] },
+  { name: "Expect: 100-continue on a request of its own", messages: [withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [405] },
   { name: "a bad escape pipelined between two lists", messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods%zz", ["Connection: keep-alive"]), get("/api/v1/pods")], want: [200, 400, 200] },
   { name: "lock calls pipelined: GET, PUT, GET", messages: [get(LOCK, ["Connection: keep-alive"]), withBody("PUT", LOCK, LEASE, ["Connection: keep-alive"]), get(LOCK)], want: [200, 200, 200], lockOnly: true },
   // Clients that vanish mid-request and mid-response.

@@ -67,6 +67,7 @@ const ROWS: readonly Row[] = [
     want: [200, 200, 200, 200],
     uids: ["p-1", "p-2", "p-3"],
   },
+  { name: "Expect: 100-continue on a review pipelined behind another", messages: [post("/mutate-pods", podReview("e-1")), post("/label-slots", labelReview("e-2"), ["Expect: 100-continue"])], want: [200, 200], uids: ["e-1", "e-2"] },
   { name: "a body that is not JSON pipelined between two reviews", messages: [post("/label-slots", labelReview("q-1")), post("/label-slots", "{not json"), post("/mutate-pods", podReview("q-3"))], want: [200, 200, 200], uids: ["q-1", "", "q-3"] },
   // Clients that vanish.
   { name: "a client gone mid-headers", messages: [post("/mutate-pods", podReview("a"))], bytes: (b) => [b.subarray(0, 40)], end: { kind: "vanish" } },
