@@ -77,7 +77,7 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
     name: /^break-even size/,
     kind: "max",
     ratchet: 300,
-    reason: "break-even = the controller's floor + 2 × the sidecar's peak (full run: 200 MB); quick extrapolates it from three small caches, 150-240 MB run to run (docs/performance.md, P5m)",
+    reason: "break-even = the controller's floor + 2 × the sidecar's peak (full run: 200 MB, the line through the curve); quick judges that sum from its own floor and sidecar, since its three small caches extrapolate to 150-480 MB run to run (docs/performance.md, P5m)",
   },
 ];
 
