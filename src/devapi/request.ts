@@ -138,11 +138,17 @@ function bool(q: URLSearchParams, name: string): boolean | undefined {
   return v !== "0" && v.toLowerCase() !== "false";
 }
 
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** An int64 ListOptions field as `strconv.ParseInt(v, 10, 64)` reads it (precision beyond 2^53 is not kept). */
 function int(q: URLSearchParams, name: string): number | undefined {
   const v = q.get(name);
   if (v === null || v === "") return undefined;
-  if (!/^-?\d+$/.test(v)) throw badRequest(`strconv.ParseInt: parsing ${JSON.stringify(v)}: invalid syntax`);
-  return Number(v);
+  if (!/^[-+]?\d+$/.test(v)) throw badRequest(`strconv.ParseInt: parsing ${JSON.stringify(v)}: invalid syntax`);
+  const n = BigInt(v);
+  if (n < INT64_MIN || n > INT64_MAX) throw badRequest(`strconv.ParseInt: parsing ${JSON.stringify(v)}: value out of range`);
+  return Number(n);
 }
 
 /**

@@ -64,6 +64,9 @@ export interface WatchSessionOptions {
  */
 const MAX_QUEUED_EVENTS = 10_000;
 
+/** The longest delay node's timers take. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Write in batches of about this size: fewer syscalls, and bounded memory per pump turn. */
 const CHUNK_BYTES = 64 * 1024;
 
@@ -85,7 +88,10 @@ export class WatchSession {
     res.on("close", () => this.close());
     res.on("error", () => this.close());
     if (opts.deadline !== undefined) {
-      this.deadlineTimer = setTimeout(() => this.close(), Math.max(0, opts.deadline - opts.now()));
+      // Node fires a longer timer at once (after 1 ms, with a warning); a
+      // deadline beyond its longest, 24.8 days, is never, to a test server.
+      const ms = opts.deadline - opts.now();
+      if (ms <= MAX_TIMER_MS) this.deadlineTimer = setTimeout(() => this.close(), Math.max(0, ms));
     }
     if (opts.bookmarks) this.scheduleBookmark();
   }

@@ -150,17 +150,17 @@ export function createFront(opts: FrontOptions): Front {
       // be written, and node no longer aborts them when the client goes.
       const earlier = pending.get(req.socket);
       if (earlier !== undefined) abortAll(earlier);
-      if (!accept(req, (m) => endWithStatus(socket, 400, m))) return;
+      if (!accept(req, (m) => endWithStatus(socket, 400, m, { method: req.method }))) return;
       try {
         const refusal = upgradeRefusal(req, opts.index);
         if (refusal !== undefined) {
           metrics.rejectedRequests.inc({ reason: refusal.reason });
-          endWithStatus(socket, 400, refusal.message);
+          endWithStatus(socket, 400, refusal.message, { method: req.method });
           return;
         }
         opts.handleUpgrade(req, socket, head);
       } catch (err) {
-        failed("upgrade", req, err, (m) => endWithStatus(socket, 500, m));
+        failed("upgrade", req, err, (m) => endWithStatus(socket, 500, m, { method: req.method }));
       }
     },
   };

@@ -27,9 +27,11 @@ const LINGER_MS = 10_000;
 
 /**
  * The same answer on a raw socket (an upgrade request has no response
- * object), then the connection ends.
+ * object), then the connection ends. The answer to a HEAD has the head
+ * only, as node writes it for a response object: a client reads no body
+ * after a HEAD's, and would take the Status for the next response.
  */
-export function endWithStatus(socket: Duplex, code: number, message: string, reason?: string): void {
+export function endWithStatus(socket: Duplex, code: number, message: string, opts: { readonly method?: string | undefined; readonly reason?: string } = {}): void {
   // An upgrade's socket is handed over without node's error handling: a
   // client already gone (EPIPE, ECONNRESET) must not become an uncaught error.
   socket.on("error", () => socket.destroy());
@@ -42,7 +44,7 @@ export function endWithStatus(socket: Duplex, code: number, message: string, rea
   // good). Read and drop it; a client that neither reads nor closes is cut.
   socket.resume();
   if (socket instanceof Socket) socket.setTimeout(LINGER_MS, () => socket.destroy());
-  const body = JSON.stringify(statusBody(code, message, reason));
+  const body = JSON.stringify(statusBody(code, message, opts.reason));
   const head = `HTTP/1.1 ${code} ${http.STATUS_CODES[code] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
-  socket.end(head + body);
+  socket.end(opts.method === "HEAD" ? head : head + body);
 }

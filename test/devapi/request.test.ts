@@ -4,6 +4,7 @@
  * apimachinery converts them. And it records what it served each request as.
  */
 import t from "tap";
+import { get } from "node:http";
 import { seedPods } from "../../src/devapi/index.ts";
 import { exchange, parseResponses } from "../support/fuzz/raw-http.ts";
 import { call, items, meta, withApi } from "./helpers.ts";
@@ -63,4 +64,30 @@ t.test("a target that starts with // is a path, as Go's net/http reads it, not a
     t.equal(parseResponses(res.received, ["GET"]).responses[0]?.status, 404, `${target}: no such path (the apiserver's answer too)`);
   }
   t.same(api.stats.requests.map((r) => r.served), [undefined, undefined], "neither served as a list");
+});
+
+t.test("an integer option is read as ParseInt reads an int64: beyond its range a 400; a deadline beyond node's timers never fires", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 1 });
+  const over = await call(api, "GET", "/api/v1/pods?watch=1&timeoutSeconds=99999999999999999999");
+  t.equal(over.status, 400);
+  t.equal(over.body.message, 'strconv.ParseInt: parsing "99999999999999999999": value out of range');
+  // The largest int64: a watch that lasts; node would fire its timer after 1 ms and end it.
+  const seen = await new Promise<string>((resolve, reject) => {
+    const req = get(`${api.url}/api/v1/pods?watch=1&timeoutSeconds=9223372036854775807`, { headers: { authorization: "Bearer t" } }, (res) => {
+      let text = "";
+      res.on("data", (b: Buffer) => {
+        text += b.toString("utf8");
+        if (text.includes("written-after-it-opened")) {
+          req.destroy();
+          resolve(text);
+        }
+      });
+      res.on("end", () => resolve(text));
+      // Once the watch is open, and another request later (a 1 ms timer has fired by then).
+      void call(api, "GET", "/version").then(() => api.store.create("pods", { metadata: { name: "written-after-it-opened", namespace: "default" } }));
+    });
+    req.on("error", reject);
+  });
+  t.match(seen, /"type":"ADDED".*written-after-it-opened/, "the event written after the watch opened reached the client");
 });

@@ -76,6 +76,9 @@ const ROWS: readonly Row[] = [
   { name: "a lower-case method", messages: [request("get", "/api/v1/pods")], want: [400] },
   { name: "a WebDAV method on a sharded collection", messages: [request("PROPFIND", "/api/v1/pods")], want: [405] },
   { name: "a WebDAV method on the lock", messages: [request("PROPFIND", LOCK)], want: [405] },
+  // A HEAD's answer has no body, also when the proxy refuses it on the raw socket of an upgrade.
+  { name: "a HEAD with an upgrade and a malformed escape", messages: [request("HEAD", "/api/v1/namespaces/%zz/pods", ["Connection: Upgrade", "Upgrade: SPDY/3.1"])], want: [400] },
+  { name: "a HEAD of a sharded collection, then a list on the same connection", messages: [request("HEAD", "/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods")], want: [405, 200] },
   // Huge headers: over the limit, node's 431; under it, served and filtered.
   { name: "one header over the limit", messages: [get("/api/v1/pods", [`X-Big: ${"b".repeat(20_000)}`])], want: [431] },
   { name: "a thousand headers over the limit", messages: [get("/api/v1/pods", Array.from({ length: 1000 }, (_, i) => `X-H${i}: ${"v".repeat(16)}`))], want: [431] },

@@ -21,7 +21,7 @@ import t from "tap";
 import { fileURLToPath } from "node:url";
 import jsonpatch from "fast-json-patch";
 import { LABEL_SLOTS_PATH } from "../../src/webhook/server.ts";
-import { fuzzAdmission, goldenCorpus, type ReviewAnswer } from "../support/fuzz/admission.ts";
+import { fuzzAdmission, goldenCorpus, requestObject, type ReviewAnswer } from "../support/fuzz/admission.ts";
 import type { Json } from "../support/fuzz/json-mutate.ts";
 import type { Random } from "../support/fuzz/random.ts";
 import { fuzzSettings } from "../support/fuzz/runner.ts";
@@ -231,7 +231,8 @@ function rules(body: Buffer, answer: ReviewAnswer): string[] {
   if (request === undefined || object === undefined || !answer.allowed || rings.length === 0) return problems;
   for (const op of patch) if (!touchesSlotLabelsOnly(op, object, rings)) problems.push(`the patch touches more than the slot labels of ${rings.map((r) => r.label).join(", ")}: ${JSON.stringify(op).slice(0, 200)}`);
   if (problems.length > 0) return problems;
-  const out = jsonpatch.applyPatch(JSON.parse(JSON.stringify(object)) as JsonMap, patch as jsonpatch.Operation[], false, true).newDocument;
+  // A fresh parse, not a copy: JSON.stringify would overflow on an object nested 2,000 deep.
+  const out = jsonpatch.applyPatch(requestObject(body) ?? {}, patch as jsonpatch.Operation[], false, true).newDocument;
   const labels = isMap(out["metadata"]) && isMap(out["metadata"]["labels"]) ? out["metadata"]["labels"] : {};
   for (const r of rings) {
     const value = keyValue(request, object, r.key);

@@ -204,7 +204,7 @@ export function expectedUid(body: Buffer): string {
   }
 }
 
-/** The request's object, if the body parses to a review that has one. */
+/** The request's object, parsed afresh from the body each call, if the body parses to a review that has one. */
 export function requestObject(body: Buffer): JsonMap | undefined {
   try {
     const doc = JSON.parse(body.toString("utf8")) as Json;
@@ -247,7 +247,9 @@ export function judgeAdmission(plan: AdmissionPlan, received: Buffer, serverClos
       patch = JSON.parse(Buffer.from(typeof res.patch === "string" ? res.patch : "", "base64").toString("utf8")) as ReviewAnswer["patch"];
       const object = requestObject(plan.body);
       if (!Array.isArray(patch) || object === undefined) problems.push("a patch that is not an array, or with no object to apply it to");
-      else jsonpatch.applyPatch(structuredClone(object), patch as jsonpatch.Operation[], true);
+      // The object is parsed afresh from the body: no copy, whose recursion a
+      // deeply nested object (the mutations nest 2,000 deep) would overflow.
+      else jsonpatch.applyPatch(object, patch as jsonpatch.Operation[], true);
     } catch (e) {
       problems.push(`a patch that does not apply to the request's object: ${(e as Error).message}`);
     }
