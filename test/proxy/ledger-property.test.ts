@@ -586,7 +586,7 @@ function run(seed: number, stepFn: typeof step = step, trace = false): World {
   return w;
 }
 
-const RUNS = Number(process.env["PROPERTY_RUNS"] ?? 400);
+const RUNS = Number(process.env["PROPERTY_RUNS"] ?? 1000);
 const STEPS = Number(process.env["PROPERTY_STEPS"] ?? 160);
 /** Seeds are SEED_BASE × 1, × 2, …: another base explores other runs. */
 const SEED_BASE = Number(process.env["PROPERTY_BASE"] ?? 7919);

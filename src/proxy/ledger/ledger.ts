@@ -65,19 +65,20 @@ import { planNarrowing } from "./narrowing.ts";
 import { releaseAt } from "./quiet.ts";
 import { isBusy, isOpenWatch, tally } from "./records.ts";
 import { placeResume, whyOwes } from "./owing.ts";
+import { PMap, type PMapDraft } from "./pmap.ts";
 import { narrowAt, remember, watchEndAt } from "./resume.ts";
 import type { Ledger, LedgerEffect, LedgerEvent, LedgerPolicy, LineageKey, LineageRecord, NarrowFacts, Narrowing, OpenWatch, Owed, RequestBase, RequestRecord, Rid, SentRequest, StepResult } from "./types.ts";
 
 type Scalars = { -readonly [K in Exclude<keyof Ledger, "owed" | "narrowing" | "released" | "lineages" | "requests">]: Ledger[K] };
 
-/** One step's working copy: the maps are copied once, so the input ledger is never changed. */
+/** One step's working copy: the small maps are copied, the big ones edited as drafts, so the input ledger is never changed. */
 interface Work {
   readonly s: Scalars;
   readonly owed: Map<LineageKey, Owed>;
   readonly narrowing: Map<LineageKey, Narrowing>;
   readonly released: Map<LineageKey, number>;
-  readonly lineages: Map<LineageKey, LineageRecord>;
-  readonly requests: Map<Rid, RequestRecord>;
+  readonly lineages: PMapDraft<LineageKey, LineageRecord>;
+  readonly requests: PMapDraft<Rid, RequestRecord>;
   readonly fx: LedgerEffect[];
   readonly now: number;
   readonly p: LedgerPolicy;
@@ -97,8 +98,8 @@ export function initialLedger(o: { generation: number; ranges: Ledger["ranges"];
     owed: new Map(),
     narrowing: new Map(),
     released: new Map(),
-    lineages: new Map(),
-    requests: new Map(),
+    lineages: PMap.of(),
+    requests: PMap.of(),
     // A member that has never had a generation holds its controller's
     // sharded requests, so that its first LIST is its real one (P7).
     holdUntil: o.waitForRangesMs > 0 && o.generation === 0 ? o.now + o.waitForRangesMs : undefined,
@@ -119,8 +120,8 @@ export function step(ledger: Ledger, event: LedgerEvent, now: number, policy: Le
     owed: new Map(owed),
     narrowing: new Map(narrowing),
     released: new Map(released),
-    lineages: new Map(lineages),
-    requests: new Map(requests),
+    lineages: lineages.edit(),
+    requests: requests.edit(),
     fx: [],
     now,
     p: policy,
@@ -163,7 +164,7 @@ export function step(ledger: Ledger, event: LedgerEvent, now: number, policy: Le
       break;
   }
   settle(w);
-  return { ledger: { ...w.s, owed: w.owed, narrowing: w.narrowing, released: w.released, lineages: w.lineages, requests: w.requests }, effects: w.fx };
+  return { ledger: { ...w.s, owed: w.owed, narrowing: w.narrowing, released: w.released, lineages: w.lineages.done(), requests: w.requests.done() }, effects: w.fx };
 }
 
 /** Open watches of `lineage` right now (derived, I7); the object index asks this to tell whether a snapshot had the lineage to itself. */
@@ -383,7 +384,7 @@ function admit(w: Work, r: RequestBase): void {
       // wait for ranges may have run out with every cache still the
       // previous process's.
       inWindow: w.s.refuseUnplacedUntil === 0 || w.now < w.s.refuseUnplacedUntil,
-      ending: [...w.requests.values()].some((x) => x.phase === "open" && x.lineage === r.lineage && x.doomed),
+      ending: someOpen(w, r.lineage, (x) => x.doomed),
     });
     l = p.lineage;
     point = p.point;
@@ -398,6 +399,11 @@ function admit(w: Work, r: RequestBase): void {
   w.lineages.set(l.key, l);
   w.requests.set(r.rid, { ...r, phase: "sent", epoch: w.s.epoch, ranges: w.s.ranges, point });
   w.fx.push({ type: "send", rid: r.rid, generation: w.s.generation, epoch: w.s.epoch, ranges: w.s.ranges });
+}
+
+function someOpen(w: Work, lineage: LineageKey, p: (r: OpenWatch) => boolean): boolean {
+  for (const r of w.requests.values()) if (r.phase === "open" && r.lineage === lineage && p(r)) return true;
+  return false;
 }
 
 /** The lineage of a request starting now (made, or evicting the least recently used to make room). */
@@ -425,7 +431,7 @@ function useLineage(w: Work, key: LineageKey): LineageRecord {
 function pruneIndexes(w: Work): void {
   w.s.lastPrune = w.now;
   const busy = tally(w.requests.values());
-  for (const l of w.lineages.values()) {
+  for (const l of [...w.lineages.values()]) {
     if (l.indexDropped || isBusy(busy.get(l.key)) || w.now - l.lastUsed <= w.p.idleIndexMs) continue;
     // Idle for long: its next narrowing relists rather than trust an old index.
     w.lineages.set(l.key, { ...l, indexDropped: true });

@@ -3,6 +3,7 @@
  * end with 410 instead (docs/rings.md, "Narrowing without a relist"). Pure.
  */
 import { difference, type Range } from "../../shard/range.ts";
+import type { ReadMap } from "./pmap.ts";
 import type { LineageKey, LineageRecord, NarrowFacts, OpenWatch } from "./types.ts";
 
 export interface NarrowingPlan {
@@ -20,7 +21,7 @@ export interface NarrowingContext {
   readonly ranges: readonly Range[];
   readonly prevEpoch: number;
   readonly facts: NarrowFacts;
-  readonly lineages: ReadonlyMap<LineageKey, LineageRecord>;
+  readonly lineages: ReadMap<LineageKey, LineageRecord>;
   /** Open watches of a lineage, doomed ones included (derived from the request records). */
   readonly openWatches: (lineage: LineageKey) => number;
 }

@@ -4,6 +4,7 @@
  * bounds it is run with. Plain, immutable data.
  */
 import type { Range } from "../../shard/range.ts";
+import type { PMap } from "./pmap.ts";
 import type { ResumeBook } from "./resume.ts";
 
 /** A sharded request's id, given by the shell; never reused. */
@@ -145,9 +146,10 @@ export interface Ledger {
    * generation is reported owes again (it is relisting now).
    */
   readonly released: ReadonlyMap<LineageKey, number>;
-  readonly lineages: ReadonlyMap<LineageKey, LineageRecord>;
+  /** Shared from step to step (pmap.ts): a step copies what it changes, not the table. */
+  readonly lineages: PMap<LineageKey, LineageRecord>;
   /** Every held, sent or open sharded request; counts are read off these. */
-  readonly requests: ReadonlyMap<Rid, RequestRecord>;
+  readonly requests: PMap<Rid, RequestRecord>;
   /** While defined, sharded requests are held (no ranges yet), until this time at the latest. */
   readonly holdUntil: number | undefined;
   /** Until then every resume this proxy cannot place is refused; 0 (refuse too) before the first non-empty ranges. */
