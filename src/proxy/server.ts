@@ -28,6 +28,7 @@ import { DeliveredIndex, ListSink, WatchSink } from "./delivered.ts";
 import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
 import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./ledger/ledger.ts";
 import { DEFAULT_POLICY, NO_FACTS, type LedgerEffect, type LedgerPolicy, type NarrowFacts, type Rid } from "./ledger/types.ts";
+import { describeOwed, type OwedView } from "./ledger/view.ts";
 import { LedgerShell, type ProxyClock } from "./ledger-shell.ts";
 import { isResumingWatch, isTrue, lineageKey } from "./lineage.ts";
 import { serveList, RvSink } from "./list-serving.ts";
@@ -121,6 +122,8 @@ export interface HandoffView {
   readonly narrowing: readonly string[];
   /** Requests held for the first ranges. */
   readonly held: number;
+  /** Each owed lineage in detail: how long owed, what is open or in flight, when its quiet bound ends. */
+  readonly waiting: readonly OwedView[];
 }
 
 /** A sharded request as it was sent upstream. */
@@ -171,6 +174,7 @@ export class ShardProxy {
   readonly #index: DeliveredIndex;
   readonly #shell: LedgerShell;
   readonly #clock: ProxyClock;
+  readonly #policy: LedgerPolicy;
   readonly #exchanges = new Map<Rid, Exchange>();
   readonly #ridOf = new WeakMap<IncomingMessage, Rid>();
   readonly #unsubscribe: () => void;
@@ -203,6 +207,7 @@ export class ShardProxy {
       watcherQuietMs: opts.watcherQuietMs ?? DEFAULT_POLICY.watcherQuietMs,
       relistJitterMs: opts.relistJitterMs ?? 0,
     };
+    this.#policy = policy;
     const own = opts.ownership.current();
     this.#metricsFor(own);
     this.#shell = new LedgerShell({
@@ -227,7 +232,7 @@ export class ShardProxy {
     const l = this.#shell.ledger;
     let held = 0;
     for (const r of l.requests.values()) if (r.phase === "held") held++;
-    return { generation: l.generation, epoch: l.epoch, applied: !l.awaiting, owed: [...l.owed.keys()], narrowing: [...l.narrowing.keys()], held };
+    return { generation: l.generation, epoch: l.epoch, applied: !l.awaiting, owed: [...l.owed.keys()], narrowing: [...l.narrowing.keys()], held, waiting: describeOwed(l, this.#clock.now(), this.#policy) };
   }
 
   /**

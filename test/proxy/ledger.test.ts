@@ -8,6 +8,7 @@
  */
 import t, { type Test } from "tap";
 import type { LedgerPolicy } from "../../src/proxy/ledger/types.ts";
+import { describeOwed } from "../../src/proxy/ledger/view.ts";
 import { normalize, shardRange } from "../../src/shard/range.ts";
 import { Drive, FULL, HIGH, L, LOW, M, QUARTER, RING, T0, type Start } from "./support/ledger-driver.ts";
 
@@ -698,4 +699,15 @@ t.test("I3: a client that aborts in the turn its watch is narrowed keeps the obj
 t.test("the table's rows each name the old cases they carry, and no old case is carried twice by accident", async (t) => {
   const was = ROWS.flatMap((r) => r.was);
   t.equal(new Set(was).size, was.length, "each old case is carried by one row");
+});
+
+t.test("the handoff view says, per owed lineage, what of it is open and when its quiet bound lets it go", async (t) => {
+  const d = new Drive(RING, { generation: 1, ranges: LOW });
+  d.informer(1, 2, "10").ranges(2, FULL).ended(2).advance(1000);
+  t.same(describeOwed(d.ledger, d.now, d.policy), [
+    { lineage: L, owedMs: 1000, open: 0, ending: 0, inFlight: 0, idleMs: 1000, watched: true, told: true, listEpoch: 0, releaseInMs: RING.watcherQuietMs - 1000 },
+  ]);
+  d.list(3);
+  t.equal(describeOwed(d.ledger, d.now, d.policy)[0]?.releaseInMs, undefined, "not while its LIST is in flight");
+  t.equal(describeOwed(d.ledger, d.now, d.policy)[0]?.inFlight, 1);
 });
