@@ -136,6 +136,11 @@ export class DeliveredIndex {
     return l !== undefined && l.complete && l.typeMeta !== undefined;
   }
 
+  /** Every lineage {@link trusted} now. */
+  *trustedLineages(): Iterable<string> {
+    for (const key of this.#byKey.keys()) if (this.trusted(key)) yield key;
+  }
+
   find(lineage: string): LineageIndex | undefined {
     return this.#byKey.get(lineage);
   }

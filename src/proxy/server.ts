@@ -74,17 +74,21 @@ export interface ShardProxyOptions {
    */
   readonly waitForRangesMs?: number;
   /**
-   * When the ranges change, a lineage with no open watch that listed (or
-   * watched) this recently, or is listing now, may be between its LIST and
-   * its WATCH: the generation waits for its relist, but no longer than this
-   * (a one-off LIST has no watch to follow). Default 5000 ms.
+   * When the ranges change, a lineage that never watched and holds nothing
+   * of older ranges (a LIST cut, or one under the current ranges) and was
+   * used this recently may be an informer about to WATCH: the generation
+   * waits for it, but no longer than this (a one-off LIST has no watch to
+   * follow). Default 5000 ms.
    */
   readonly betweenListAndWatchMs?: number;
   /**
-   * The same bound for a lineage that has watched (a reflector): how long
-   * it may have nothing open and still be coming back to relist or resume.
-   * Reflectors wait up to a minute (client-go's post-410 backoff, jittered;
-   * client-node's wait between LIST and WATCH). Default 65000 ms.
+   * The same bound for a lineage that has watched (a reflector), or whose
+   * newest cache is of older ranges (an informer may still be reading that
+   * LIST): how long it may have nothing open and still be coming back to
+   * relist or resume. Reflectors wait up to a minute (client-go's post-410
+   * backoff, jittered; client-node's wait between LIST and WATCH), and
+   * client-node parses a big list for seconds on a loaded machine.
+   * Default 65000 ms.
    */
   readonly watcherQuietMs?: number;
   /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
@@ -320,13 +324,10 @@ export class ShardProxy {
   /** What the ledger needs to know of the streams and the index to decide which watches may narrow in place. */
   #facts(): NarrowFacts {
     if (this.#opts.syntheticDeletes !== true) return NO_FACTS;
-    const trusted = new Set<string>();
+    // Every trusted lineage, watched or not: one between its LIST and its WATCH narrows on that WATCH.
+    const trusted = new Set(this.#index.trustedLineages());
     const narrowable = new Set<Rid>();
-    for (const ex of this.#exchanges.values()) {
-      if (ex.watch === undefined) continue;
-      if (ex.watch.narrowable()) narrowable.add(ex.rid);
-      if (this.#index.trusted(ex.lineage)) trusted.add(ex.lineage);
-    }
+    for (const ex of this.#exchanges.values()) if (ex.watch?.narrowable() === true) narrowable.add(ex.rid);
     return { trusted, narrowable };
   }
 
@@ -414,9 +415,12 @@ export class ShardProxy {
   /** Narrows every watch of `lineage` to `ranges` and confirms each to the ledger. */
   #narrow(lineage: string, rids: readonly Rid[], ranges: readonly Range[]): void {
     // One list of leaving objects for the lineage: its watches share the index.
+    // A narrowing deferred to a resuming watch runs later than the facts it
+    // was decided on: an index no longer trusted cannot name what leaves.
+    const trusted = this.#index.trusted(lineage);
     const leaving = this.#index.find(lineage)?.leaving(ranges) ?? [];
     for (const rid of rids) {
-      const ex = this.#exchanges.get(rid);
+      const ex = trusted ? this.#exchanges.get(rid) : undefined;
       // A controller's own shardSelector still applies: the new ranges, within it.
       const rw = ex === undefined ? undefined : rewriteFor(ex.request.query, ex.request.resource.key, ranges, this.#filtering);
       const rv = rw?.ok === true ? ex?.watch?.narrow(rw.ranges, leaving) : undefined;

@@ -9,6 +9,7 @@
 import t, { type Test } from "tap";
 import type { LedgerPolicy } from "../../src/proxy/ledger/types.ts";
 import { describeOwed } from "../../src/proxy/ledger/view.ts";
+import { step } from "../../src/proxy/ledger/ledger.ts";
 import { normalize, shardRange } from "../../src/shard/range.ts";
 import { Drive, FULL, HIGH, L, LOW, M, QUARTER, RING, T0, type Start } from "./support/ledger-driver.ts";
 
@@ -323,6 +324,115 @@ const ROWS: Row[] = [
     applied: [],
     verdicts: { 2: "end-watch" },
   },
+  // ---- I3, deferred: a cache between its LIST and its WATCH -------------
+  {
+    name: "I3/I1: a cache between its LIST and its WATCH when the ranges shrink is narrowed on the WATCH that resumes it, with no relist; the generation waits for that narrowing",
+    was: ["suite 2892794: a narrowing before client-node's WATCH found nothing open and refused the resume"],
+    script: (d, t) => {
+      d.list(1).listed(1, "10").ranges(2, LOW);
+      t.same(d.applied, [], "not applied while that cache holds the whole keyspace");
+      d.watch(2, L, { from: "10" });
+      t.equal(d.verdict(2), "send", "the resume is sent, not refused");
+      d.served(2);
+      t.same(d.verdicts.get(2), ["send", "serve-watch", "narrow"], "served, then narrowed before anything else reaches it");
+      t.equal(d.ledger.lineages.get(L)?.listEpoch, 1, "its cache is of the new ranges");
+      t.equal(d.ledger.lineages.get(L)?.narrowOnResume, undefined, "and the deferral is spent");
+    },
+    applied: [2],
+  },
+  {
+    name: "I3: a deferred narrowing carries through later shrinks inside the cache's ranges, and narrows to the newest",
+    was: [],
+    script: (d, t) => {
+      d.list(1).listed(1, "10").ranges(2, LOW).ranges(3, QUARTER).watch(2, L, { from: "10" }).served(2);
+      const fx = d.history.flatMap((h) => h.effects).find((x) => x.type === "narrow");
+      t.same(fx?.type === "narrow" ? fx.ranges : undefined, QUARTER);
+    },
+    applied: [3],
+  },
+  {
+    name: "I3: a deferred narrowing is dropped when the ranges grow past what the cache holds: its resume gets 410",
+    was: [],
+    start: { generation: 1, ranges: LOW },
+    script: (d) => d.list(1).listed(1, "10").ranges(2, QUARTER).ranges(3, HIGH).watch(2, L, { from: "10" }),
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3: no narrowing is deferred for a lineage whose index is not trusted",
+    was: [],
+    script: (d) => d.list(1).listed(1, "10").ranges(2, LOW, { untrusted: [L] }).watch(2, L, { from: "10" }),
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3: no narrowing is deferred with synthetic deletes off",
+    was: [],
+    policy: { syntheticDeletes: false },
+    script: (d) => d.list(1).listed(1, "10").ranges(2, LOW).watch(2, L, { from: "10" }),
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3: no narrowing is deferred while a LIST of the lineage is in flight (its snapshot will sweep the index)",
+    was: [],
+    script: (d) => d.list(1).listed(1, "10").list(3).ranges(2, LOW).listed(3, "11").watch(2, L, { from: "10" }),
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3: a deferred narrowing ends when the lineage lists again under newer ranges: that snapshot swept the index of what the older cache holds",
+    was: [],
+    script: (d, t) => {
+      d.list(1).listed(1, "10").ranges(2, LOW).list(3).listed(3, "12");
+      t.equal(d.ledger.lineages.get(L)?.narrowOnResume, undefined);
+      d.watch(2, L, { from: "10" });
+    },
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3: a deferred narrowing ends when the lineage's index is dropped as idle",
+    was: [],
+    policy: { idleIndexMs: 1000, pruneEveryMs: 100 },
+    script: (d) => d.list(1).listed(1, "10").ranges(2, LOW).advance(2000).list(3, M).watch(2, L, { from: "10" }),
+    applied: [],
+    verdicts: { 2: "refuse-resume" },
+  },
+  {
+    name: "I3/I1: a resume the stream refuses to narrow ends with 410, and its lineage owes a relist",
+    was: [],
+    script: (d, t) => {
+      d.list(1).listed(1, "10").ranges(2, LOW).watch(2, L, { from: "10" });
+      d.refuseNarrow.add(2);
+      d.served(2);
+      t.same(d.verdicts.get(2), ["send", "serve-watch", "narrow", "end-watch"]);
+      t.same(d.applied, [], "not applied: that cache relists");
+      d.ended(2).list(3).listed(3, "12").watch(4, L, { from: "12" }).served(4);
+    },
+    applied: [2],
+  },
+  {
+    name: "I3/I2: a resume sent to be narrowed and answered after the ranges moved again gets 410 in its stream",
+    was: [],
+    script: (d) => d.list(1).listed(1, "10").ranges(2, LOW).watch(2, L, { from: "10" }).ranges(3, QUARTER).served(2),
+    applied: [],
+    verdicts: { 2: "expire-watch" },
+  },
+  {
+    name: "I3/I1: a resume narrowed once served whose client goes away before the stream confirms leaves its lineage owing",
+    was: [],
+    script: (d, t) => {
+      // The shell confirms later than it narrows (the driver confirms at once unless told otherwise): end it in between.
+      d.list(1).listed(1, "10").ranges(2, LOW).watch(2, L, { from: "10" });
+      const r = d.ledger;
+      d.ledger = step(r, { type: "watch-response", rid: 2 }, d.now, d.policy).ledger;
+      d.ended(2, { byProxy: false });
+      t.ok(d.ledger.owed.has(L), "owes a relist");
+      t.equal(d.ledger.narrowing.size, 0, "the narrowing is settled as failed");
+    },
+    applied: [],
+  },
   {
     name: "I3/I2: a narrowed cache resumes from the resourceVersion its DELETEDs carried, without a relist",
     was: ["review2 S6"],
@@ -358,13 +468,26 @@ const ROWS: Row[] = [
     verdicts: { 2: "refuse-resume" },
   },
   {
-    name: "I4: a lineage between its LIST and its WATCH owes the relist that follows",
+    name: "I4: a lineage between its LIST and its WATCH owes the relist that follows when its ranges grow",
     was: ["ownership-change: ranges that change between an informer's LIST and its WATCH"],
     start: { generation: 1, ranges: LOW },
     script: (d, t) => {
-      d.list(1).listed(1, "10").ranges(2, QUARTER).watch(2, L, { from: "10" });
+      d.list(1).listed(1, "10").ranges(2, FULL).watch(2, L, { from: "10" });
       t.equal(d.verdict(2), "refuse-resume");
       t.same(d.applied, []);
+      d.list(3).listed(3, "12").watch(4, L, { from: "12" }).served(4);
+    },
+    applied: [2],
+  },
+  {
+    name: "I4: a lineage whose LIST of the ranges being left completed longer than betweenListAndWatchMs before the change owes it (its informer may still be reading that LIST)",
+    was: ["suite 26fb38f: the idle sweep's 5 s from an earlier owing"],
+    start: { generation: 1, ranges: LOW },
+    script: (d, t) => {
+      d.list(1).listed(1, "10").advance(RING.betweenListAndWatchMs + 1000).ranges(2, HIGH);
+      t.same(d.applied, [], "not applied: the cache of LOW has not come back");
+      d.watch(2, L, { from: "10" });
+      t.equal(d.verdict(2), "refuse-resume");
       d.list(3).listed(3, "12").watch(4, L, { from: "12" }).served(4);
     },
     applied: [2],
@@ -592,13 +715,25 @@ const ROWS: Row[] = [
     applied: [2],
   },
   {
-    name: "I5: a one-off LIST (no watch follows) holds a generation back only for betweenListAndWatchMs",
-    was: ["ownership-change: a one-off LIST holds a generation back only for a bounded time"],
+    name: "I5: a one-off LIST of the ranges being left (no watch follows) holds a generation back for watcherQuietMs, as an informer still reading it would, and no longer",
+    was: ["ownership-change: a one-off LIST holds a generation back only for a bounded time", "suite 26fb38f: a never-watched lineage let go 5 s after it became owed"],
     policy: { betweenListAndWatchMs: 400 },
     start: { generation: 1, ranges: LOW },
     script: (d, t) => {
-      d.list(1).listed(1, "10").ranges(2, HIGH).advance(399);
-      t.same(d.applied, [], "held back: it might have been an informer about to watch");
+      d.list(1).listed(1, "10").ranges(2, HIGH).advance(RING.watcherQuietMs - 1);
+      t.same(d.applied, [], "held back: it might be an informer still reading its list, about to resume from it");
+      d.advance(1);
+    },
+    applied: [2],
+  },
+  {
+    name: "I5: a lineage that never watched and lists again under the new ranges is let go betweenListAndWatchMs after it became owed (its cache is current)",
+    was: [],
+    policy: { betweenListAndWatchMs: 400 },
+    start: { generation: 1, ranges: LOW },
+    script: (d, t) => {
+      d.list(1).listed(1, "10").ranges(2, HIGH).advance(100).list(2).listed(2, "12").advance(299);
+      t.same(d.applied, [], "its WATCH may follow");
       d.advance(1);
     },
     applied: [2],

@@ -24,28 +24,39 @@
  *    narrowing waits for its confirmation.
  * I2 Stale caches cannot resume (`placeResume` in owing.ts, and
  *    `onWatchResponse`): a WATCH continuing a cache built under an older
- *    epoch gets 410 before it reaches upstream; one sent before the epoch
- *    moved gets 410 in its stream; one whose resourceVersion has no point
- *    gets 410 while a watch of its lineage is being ended; in ring mode one
- *    this proxy cannot place gets 410 (every one until a minute after the
- *    first non-empty ranges, then once per lineage).
- * I3 Narrow only to a subset of a trusted cache (`whyNotNarrow` in
- *    narrowing.ts): a lineage narrows only with all of its open watches,
- *    each of the previous epoch, past its initial events, between events,
- *    with the new ranges inside its ranges and the index trusted.
+ *    epoch gets 410 before it reaches upstream, unless a narrowing was
+ *    deferred to it (I3); one sent before the epoch moved gets 410 in its
+ *    stream; one whose resourceVersion has no point gets 410 while a watch
+ *    of its lineage is being ended; in ring mode one this proxy cannot
+ *    place gets 410 (every one until a minute after the first non-empty
+ *    ranges, then once per lineage).
+ * I3 Narrow only to a subset of a trusted cache (`whyNotNarrow` and
+ *    `deferredNarrowing` in narrowing.ts): a lineage narrows only with all
+ *    of its open watches, each of the previous epoch, past its initial
+ *    events, between events, with the new ranges inside its ranges and the
+ *    index trusted. A lineage with nothing open or in flight whose cache is
+ *    of the previous epoch (its informer between LIST and WATCH) defers the
+ *    narrowing to the WATCH that resumes that cache: sent under the new
+ *    ranges, narrowed in the step that serves it (`onWatchResponse`), while
+ *    the new ranges stay inside that cache's and no newer snapshot swept
+ *    the index (`advance`, `pruneIndexes`).
  * I4 Who owes at a change (`whyOwes` in owing.ts, and `changeRanges`):
  *    every lineage whose open watch is ended rather than narrowed, whose
  *    held requests are released into the new ranges, that has a WATCH in
  *    flight, that was told to relist and has not, or that has no live watch
- *    open and a LIST in flight or a request within its quiet bound. A
- *    lineage let go as quiet that comes back before the generation is
- *    reported owes again (`useLineage`). Obligations carry into every later
- *    generation until cleared.
+ *    open and a LIST in flight or a request within its quiet bound (the
+ *    long one for a reflector or a lineage whose cache is of older ranges:
+ *    `quietBoundMs` in quiet.ts). A lineage let go as quiet that comes back
+ *    before the generation is reported owes again (`useLineage`).
+ *    Obligations carry into every later generation until cleared.
  * I5 What clears an obligation (`relisted`, `settleNarrowing`,
  *    `releaseQuiet`): a WATCH served under the current epoch (its resume
  *    checked by I2), a watch-list's initial events under it, a completed
  *    LIST of a lineage released from hold, every watch of a narrowed
- *    lineage confirming, or the quiet bound (`releaseAt` in quiet.ts).
+ *    lineage confirming (a deferred narrowing: its resuming watch), or the
+ *    quiet bound (`releaseAt` in quiet.ts: a lineage that has watched, or
+ *    whose newest cache is of older ranges, only after watcherQuietMs of
+ *    quiet, however slowly its client reads a LIST).
  * I6 Epochs only grow: the ledger's moves exactly when the ranges differ; a
  *    lineage's `listEpoch` never goes back (`advance`).
  * I7 Nothing is counted: open watches and requests in flight are read off
@@ -61,7 +72,7 @@
  */
 import { equal, ratio } from "../../shard/range.ts";
 import { jitterDelay } from "./jitter.ts";
-import { planNarrowing } from "./narrowing.ts";
+import { deferredNarrowing, planNarrowing, type NarrowingContext } from "./narrowing.ts";
 import { releaseAt } from "./quiet.ts";
 import { isBusy, isOpenWatch, tally } from "./records.ts";
 import { placeResume, whyOwes } from "./owing.ts";
@@ -211,7 +222,7 @@ function releaseQuiet(w: Work): void {
   if (w.owed.size === 0) return;
   const busy = tally(w.requests.values());
   for (const [key, o] of [...w.owed]) {
-    const at = releaseAt(o, w.lineages.get(key), busy.get(key), w.p);
+    const at = releaseAt(o, w.lineages.get(key), busy.get(key), w.p, w.s.epoch);
     if (at === undefined || w.now < at) continue;
     w.owed.delete(key);
     w.released.set(key, o.since);
@@ -225,7 +236,7 @@ function schedule(w: Work): void {
   if (w.owed.size > 0) {
     const busy = tally(w.requests.values());
     for (const [key, o] of w.owed) {
-      const r = releaseAt(o, w.lineages.get(key), busy.get(key), w.p);
+      const r = releaseAt(o, w.lineages.get(key), busy.get(key), w.p, w.s.epoch);
       if (r !== undefined && (at === undefined || r < at)) at = r;
     }
   }
@@ -259,11 +270,24 @@ function onRanges(w: Work, generation: number, ranges: Ledger["ranges"], facts: 
 
 function changeRanges(w: Work, prevGeneration: number, ranges: Ledger["ranges"], facts: NarrowFacts): void {
   const prevEpoch = w.s.epoch;
+  const prevRanges = w.s.ranges;
   w.s.ranges = ranges;
   w.s.epoch = prevEpoch + 1;
   const busy = tally(w.requests.values());
-  for (const l of w.lineages.values()) {
-    const why = whyOwes(l, busy.get(l.key), w.now, w.p);
+  const ctx: NarrowingContext = {
+    syntheticDeletes: w.p.syntheticDeletes,
+    ranges,
+    prevEpoch,
+    facts,
+    lineages: w.lineages,
+    openWatches: (key) => busy.get(key)?.open ?? 0,
+  };
+  for (const l of [...w.lineages.values()]) {
+    // I3: a cache between its LIST and its WATCH narrows on that WATCH (it still owes until then).
+    const deferred = deferredNarrowing(l, busy.get(l.key), prevRanges, ctx);
+    if (deferred !== l.narrowOnResume) w.lineages.set(l.key, { ...l, narrowOnResume: deferred });
+    if (deferred !== undefined && deferred !== l.narrowOnResume) w.fx.push({ type: "log", level: "debug", msg: "narrowing deferred to the watch that resumes this lineage's cache", fields: { lineage: l.key, epoch: deferred.epoch } });
+    const why = whyOwes(l, busy.get(l.key), w.now, w.p, w.s.epoch);
     if (why === undefined) continue;
     owe(w, l.key, false);
     w.fx.push({ type: "log", level: "debug", msg: "a cache of this lineage may hold the old ranges", fields: { lineage: l.key, why } });
@@ -273,14 +297,7 @@ function changeRanges(w: Work, prevGeneration: number, ranges: Ledger["ranges"],
   for (const key of w.narrowing.keys()) owe(w, key, false);
   w.narrowing.clear();
   const open = [...w.requests.values()].filter(isOpenWatch).filter((r) => !r.doomed);
-  const plan = planNarrowing(open, {
-    syntheticDeletes: w.p.syntheticDeletes,
-    ranges,
-    prevEpoch,
-    facts,
-    lineages: w.lineages,
-    openWatches: (key) => busy.get(key)?.open ?? 0,
-  });
+  const plan = planNarrowing(open, ctx);
   for (const [lineage, why] of plan.why) {
     w.fx.push({ type: "log", level: "debug", msg: "relisting instead of narrowing in place", fields: { lineage, watches: plan.end.filter((r) => r.lineage === lineage).length, why } });
   }
@@ -337,9 +354,13 @@ function relisted(w: Work, key: LineageKey, epoch: number): void {
   else if (o.listCounts) w.owed.set(key, { ...o, listCounts: false });
 }
 
-/** I6: a LIST sent before a change may land after it; the lineage's epoch never goes back. */
+/**
+ * I6: a LIST sent before a change may land after it; the lineage's epoch
+ * never goes back. A cache of a newer epoch ends any deferred narrowing: its
+ * snapshot swept the index of what the older cache held.
+ */
 function advance(l: LineageRecord, epoch: number): LineageRecord {
-  return l.listEpoch === undefined || epoch > l.listEpoch ? { ...l, listEpoch: epoch } : l;
+  return l.listEpoch === undefined || epoch > l.listEpoch ? { ...l, listEpoch: epoch, narrowOnResume: undefined } : l;
 }
 
 // ---------------------------------------------------------------------------
@@ -376,9 +397,11 @@ function admit(w: Work, r: RequestBase): void {
   let l = useLineage(w, r.lineage);
   if (r.kind === "watch") l = { ...l, watched: true };
   let point: number | undefined;
+  let narrowFrom: number | undefined;
   if (r.resumeRv !== undefined) {
     const p = placeResume(l, r.resumeRv, {
       epoch: w.s.epoch,
+      ranges: w.s.ranges,
       ring: w.p.ring,
       // Before its first non-empty ranges a member has placed nothing: its
       // wait for ranges may have run out with every cache still the
@@ -388,6 +411,7 @@ function admit(w: Work, r: RequestBase): void {
     });
     l = p.lineage;
     point = p.point;
+    narrowFrom = p.narrowFrom;
     w.lineages.set(l.key, l);
     if (p.refuse !== undefined) {
       // I2: it relists instead; until its lineage does, it owes every change (I4).
@@ -397,7 +421,7 @@ function admit(w: Work, r: RequestBase): void {
     }
   }
   w.lineages.set(l.key, l);
-  w.requests.set(r.rid, { ...r, phase: "sent", epoch: w.s.epoch, ranges: w.s.ranges, point });
+  w.requests.set(r.rid, { ...r, phase: "sent", epoch: w.s.epoch, ranges: w.s.ranges, point, narrowFrom });
   w.fx.push({ type: "send", rid: r.rid, generation: w.s.generation, epoch: w.s.epoch, ranges: w.s.ranges });
 }
 
@@ -420,7 +444,7 @@ function useLineage(w: Work, key: LineageKey): LineageRecord {
   // Evict before adding, so the new lineage is never the one evicted.
   if (known === undefined && w.lineages.size >= w.p.maxLineages) evictOne(w);
   const l: LineageRecord = {
-    ...(known ?? { key, listEpoch: undefined, watched: false, book: [], unplacedRefused: false, told: false, watchesOpened: 0 }),
+    ...(known ?? { key, listEpoch: undefined, watched: false, book: [], unplacedRefused: false, told: false, watchesOpened: 0, narrowOnResume: undefined }),
     lastUsed: w.now,
     indexDropped: false,
   };
@@ -434,7 +458,7 @@ function pruneIndexes(w: Work): void {
   for (const l of [...w.lineages.values()]) {
     if (l.indexDropped || isBusy(busy.get(l.key)) || w.now - l.lastUsed <= w.p.idleIndexMs) continue;
     // Idle for long: its next narrowing relists rather than trust an old index.
-    w.lineages.set(l.key, { ...l, indexDropped: true });
+    w.lineages.set(l.key, { ...l, indexDropped: true, narrowOnResume: undefined });
     w.fx.push({ type: "drop-index", lineage: l.key });
   }
 }
@@ -496,11 +520,22 @@ function onWatchResponse(w: Work, rid: Rid): void {
     w.fx.push({ type: "expire-watch", rid, why: OPENED_DURING_CHANGE });
     return;
   }
-  const open: OpenWatch = { ...r, kind: "watch", phase: "open", sentEpoch: r.epoch, epoch: r.epoch, ranges: r.ranges, point: r.point, doomed: false, replaying: r.watchList, narrowing: undefined };
+  const { narrowFrom, ...sent } = r;
+  // A resume narrowed once served: its cache stays of its older epoch until the stream confirms (I1, I3).
+  const narrowing = narrowFrom === undefined ? undefined : { epoch: w.s.epoch, ranges: w.s.ranges };
+  const open: OpenWatch = { ...sent, kind: "watch", phase: "open", sentEpoch: r.epoch, epoch: narrowFrom ?? r.epoch, ranges: r.ranges, point: r.point, doomed: false, replaying: r.watchList, narrowing };
   w.requests.set(rid, open);
   const l = w.lineages.get(r.lineage);
   if (l !== undefined) w.lineages.set(l.key, { ...l, watchesOpened: l.watchesOpened + 1 });
   w.fx.push({ type: "serve-watch", rid });
+  if (narrowing !== undefined) {
+    // The lineage's obligation moves to the narrowing: applied once the stream confirms it (I1).
+    w.owed.delete(r.lineage);
+    const n = w.narrowing.get(r.lineage);
+    w.narrowing.set(r.lineage, { epoch: narrowing.epoch, waiting: [...(n?.epoch === narrowing.epoch ? n.waiting : []), rid], failed: n?.epoch === narrowing.epoch && n.failed });
+    w.fx.push({ type: "narrow", lineage: r.lineage, rids: [rid], ranges: narrowing.ranges, epoch: narrowing.epoch });
+    return;
+  }
   // I5: a WATCH from "now" with initial state, or one resuming a cache of
   // this epoch (I2 refused any other): the cache is the new shard's from
   // here on. A watch-list counts once its initial events are through.

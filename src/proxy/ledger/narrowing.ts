@@ -4,6 +4,7 @@
  */
 import { difference, type Range } from "../../shard/range.ts";
 import type { ReadMap } from "./pmap.ts";
+import { isBusy, type Busy } from "./records.ts";
 import type { LineageKey, LineageRecord, NarrowFacts, OpenWatch } from "./types.ts";
 
 export interface NarrowingPlan {
@@ -72,4 +73,25 @@ export function planNarrowing(open: readonly OpenWatch[], ctx: NarrowingContext)
     }
   }
   return { narrow, end, why };
+}
+
+/**
+ * At a range change to `ctx.ranges` (from `prevRanges`), what lineage `l`,
+ * with no watch open, keeps of a narrowing deferred to the WATCH that will
+ * resume its cache (`LineageRecord.narrowOnResume`), or undefined: it
+ * relists instead. The cache between its LIST and its WATCH is narrowed as
+ * an open watch would have been (P7: a scale-out costs one LIST), under the
+ * same conditions as `whyNotNarrow`:
+ * - nothing of it is open or in flight (else those decide), and no cache of
+ *   it was told to relist;
+ * - its index is trusted, and was not dropped since;
+ * - its newest cache is of the previous epoch (a new deferral) or of the
+ *   one a deferral still pending was made for, and the new ranges lie
+ *   inside that cache's ranges: DELETEDs only remove.
+ */
+export function deferredNarrowing(l: LineageRecord, busy: Busy | undefined, prevRanges: readonly Range[], ctx: NarrowingContext): LineageRecord["narrowOnResume"] {
+  if (!ctx.syntheticDeletes || isBusy(busy) || l.told || l.indexDropped || !ctx.facts.trusted.has(l.key)) return undefined;
+  const d = l.narrowOnResume ?? (l.listEpoch === ctx.prevEpoch ? { epoch: ctx.prevEpoch, ranges: prevRanges } : undefined);
+  if (d === undefined || l.listEpoch !== d.epoch || difference(ctx.ranges, d.ranges).length > 0) return undefined;
+  return d;
 }

@@ -2,6 +2,8 @@
  * I4, who owes a relist at a range change, and I2, which resumes are
  * refused: each decided by one function, which says why. Pure.
  */
+import { difference, type Range } from "../../shard/range.ts";
+import { quietBoundMs } from "./quiet.ts";
 import type { Busy } from "./records.ts";
 import { consume } from "./resume.ts";
 import type { LedgerPolicy, LineageRecord } from "./types.ts";
@@ -10,15 +12,16 @@ import type { LedgerPolicy, LineageRecord } from "./types.ts";
 const STALE = -1;
 
 /**
- * I4: why lineage `l` owes a relist when the ranges change, or undefined.
- * Its open watches add their own obligation when they end rather than
- * narrow (ledger.ts, `changeRanges`); this is every other way a cache of it
- * may hold the old ranges.
+ * I4: why lineage `l` owes a relist (or its deferred narrowing) when the
+ * ranges change to epoch `epoch`, or undefined. Its open watches add their
+ * own obligation when they end rather than narrow (ledger.ts,
+ * `changeRanges`); this is every other way a cache of it may hold the old
+ * ranges.
  */
-export function whyOwes(l: LineageRecord, b: Busy | undefined, now: number, p: LedgerPolicy): string | undefined {
-  // A reflector may stay away a minute; anything else is a one-off lister
-  // or an informer before its first WATCH.
-  const recent = now - l.lastUsed < (l.watched ? p.watcherQuietMs : p.betweenListAndWatchMs);
+export function whyOwes(l: LineageRecord, b: Busy | undefined, now: number, p: LedgerPolicy, epoch: number): string | undefined {
+  // A reflector, or an informer still reading a LIST of the ranges being
+  // left, may stay away a minute (quiet.ts); a one-off lister not.
+  const recent = now - l.lastUsed < quietBoundMs(l, epoch, p);
   // A WATCH in flight was sent under the old ranges: it will get 410
   // (`onWatchResponse`) and its cache relist, whatever the lineage's open
   // watches do (one may be the watch its client just abandoned for it).
@@ -47,19 +50,25 @@ export interface Placement {
   readonly point: number | undefined;
   /** Why it must relist instead (answer 410), or undefined to send it. */
   readonly refuse: string | undefined;
+  /** Sent to be narrowed once served: its cache is of this older epoch (`LineageRecord.narrowOnResume`). */
+  readonly narrowFrom: number | undefined;
 }
 
 /**
  * I2: which cache a WATCH resuming from `rv` continues, and whether it may:
  * a cache built under an older epoch than `epoch` may not (it would keep
- * objects it no longer owns, or miss ones it gained); in ring mode, neither
- * may one this proxy cannot place.
+ * objects it no longer owns, or miss ones it gained), unless its lineage
+ * deferred a narrowing to it and `ranges` lie inside that cache's (I3: it
+ * is narrowed once served); in ring mode, no cache this proxy cannot place
+ * may.
  */
 export function placeResume(
   l: LineageRecord,
   rv: string,
   o: {
     readonly epoch: number;
+    /** The ranges enforced now. */
+    readonly ranges: readonly Range[];
     readonly ring: boolean;
     /** Every unplaceable resume is refused (the restart window). */
     readonly inWindow: boolean;
@@ -81,6 +90,10 @@ export function placeResume(
   // forever.
   const unplaced = o.ring && (o.inWindow ? c.point === undefined : c.epoch === undefined && !l.unplacedRefused);
   if (unplaced) lineage = { ...lineage, unplacedRefused: true };
-  const refuse = unplaced ? "this proxy did not serve the cache it continues" : c.epoch !== undefined && c.epoch < o.epoch ? "its cache is of older ranges" : undefined;
-  return { lineage, point: c.point?.id, refuse };
+  const stale = c.epoch !== undefined && c.epoch < o.epoch;
+  const d = l.narrowOnResume;
+  // Only the cache the narrowing was deferred for, and only to ranges it holds.
+  const narrowFrom = !unplaced && stale && d !== undefined && c.epoch === d.epoch && difference(o.ranges, d.ranges).length === 0 ? d.epoch : undefined;
+  const refuse = unplaced ? "this proxy did not serve the cache it continues" : stale && narrowFrom === undefined ? "its cache is of older ranges" : undefined;
+  return { lineage, point: c.point?.id, refuse, narrowFrom };
 }

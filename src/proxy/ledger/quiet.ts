@@ -9,22 +9,41 @@ import { isBusy, type Busy } from "./records.ts";
 import type { LedgerPolicy, LineageRecord, Owed } from "./types.ts";
 
 /**
- * The time at which owed lineage `lineage` is released, or undefined while
- * it is busy (the event that ends its request decides again).
+ * Whether lineage `l`, quiet now, may still be a cache that comes back
+ * late under epoch `epoch`: a reflector, or a lineage whose newest cache is
+ * of older ranges (an informer may still be reading that LIST: client-node
+ * parses a 5,000-pod list for seconds on a loaded machine, then resumes
+ * from it). Otherwise a one-off lister, or an informer whose cache is
+ * already of these ranges and whose WATCH follows at once.
  */
-export function releaseAt(owed: Owed, lineage: LineageRecord | undefined, busy: Busy | undefined, p: LedgerPolicy): number | undefined {
+export function mayComeBackLate(l: LineageRecord, epoch: number): boolean {
+  return l.watched || (l.listEpoch !== undefined && l.listEpoch < epoch);
+}
+
+/** How long lineage `l` may be quiet under epoch `epoch` and still count as coming back. */
+export function quietBoundMs(l: LineageRecord, epoch: number, p: LedgerPolicy): number {
+  return mayComeBackLate(l, epoch) ? p.watcherQuietMs : p.betweenListAndWatchMs;
+}
+
+/**
+ * The time at which owed lineage `lineage` is released under epoch `epoch`,
+ * or undefined while it is busy (the event that ends its request decides
+ * again).
+ */
+export function releaseAt(owed: Owed, lineage: LineageRecord | undefined, busy: Busy | undefined, p: LedgerPolicy, epoch: number): number | undefined {
   // Evicted, or it never reached upstream (its held requests went away):
   // nothing is known of it, so the longer bound, from when it became owed.
   if (lineage === undefined) return owed.since + p.watcherQuietMs;
   // Relisting or watching now: not quiet.
   if (isBusy(busy)) return undefined;
-  // Never watched: an informer before its first WATCH (which follows its
-  // LIST at once) or a one-off lister, which may list again and again and
-  // never be quiet for long: a fixed bound from when it became owed.
-  if (!lineage.watched) return owed.since + p.betweenListAndWatchMs;
-  // A reflector: it may wait up to a minute before it comes back (client-go
-  // backs off up to 30 s, jittered to 60 s, after a 410; client-node waits
-  // up to 30 s between its re-LIST and re-WATCH). Quiet that long, or owed
-  // twice that long and quiet now (it keeps coming back and never relists).
+  // A one-off lister, which may list again and again and never be quiet
+  // for long, or an informer whose cache is current and whose WATCH
+  // follows: a fixed bound from when it became owed.
+  if (!mayComeBackLate(lineage, epoch)) return owed.since + p.betweenListAndWatchMs;
+  // A reflector, or an informer that may still be reading an old LIST: it
+  // may take up to a minute to come back (client-go backs off up to 30 s,
+  // jittered to 60 s, after a 410; client-node waits up to 30 s between its
+  // re-LIST and re-WATCH). Quiet that long, or owed twice that long and
+  // quiet now (it keeps coming back and never relists).
   return Math.min(lineage.lastUsed + p.watcherQuietMs, owed.since + 2 * p.watcherQuietMs);
 }

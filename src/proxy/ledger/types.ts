@@ -17,9 +17,9 @@ export interface LedgerPolicy {
   readonly ring: boolean;
   /** Narrow in place (synthetic DELETEDs) when the ranges only shrink. */
   readonly syntheticDeletes: boolean;
-  /** Quiet bound of a lineage that never watched (a one-off lister, or an informer before its first WATCH). */
+  /** Quiet bound of a lineage that never watched and holds nothing of older ranges (a one-off lister, or an informer whose WATCH follows); see quiet.ts. */
   readonly betweenListAndWatchMs: number;
-  /** Quiet bound of a lineage that has watched (a reflector, which may wait a minute to come back). */
+  /** Quiet bound of a reflector, or of a lineage whose cache is of older ranges (an informer may still be reading that LIST). */
   readonly watcherQuietMs: number;
   /** After the first non-empty ranges, every resume this proxy cannot place is refused this long. */
   readonly refuseUnplacedMs: number;
@@ -72,6 +72,8 @@ export interface SentRequest extends RequestBase {
   readonly ranges: readonly Range[];
   /** The resume point a resuming WATCH continues, if placed. */
   readonly point: number | undefined;
+  /** A resume of a cache built under this older epoch, sent to be narrowed once served (`LineageRecord.narrowOnResume`). */
+  readonly narrowFrom: number | undefined;
 }
 
 /** A watch being served to the client. */
@@ -79,7 +81,7 @@ export interface OpenWatch extends RequestBase {
   readonly phase: "open";
   readonly kind: "watch";
   readonly sentEpoch: number;
-  /** The epoch of the ranges it filters with now; moves when it is narrowed in place. */
+  /** The epoch of its cache: of the ranges it filters with, or (a resume narrowed once served) older until confirmed; moves when it is narrowed. */
   readonly epoch: number;
   readonly ranges: readonly Range[];
   /** Its cache's resume point: the one it resumed from, or the one its narrowing recorded. */
@@ -111,6 +113,14 @@ export interface LineageRecord {
   readonly watchesOpened: number;
   /** A `drop-index` was ordered since it was last used. */
   readonly indexDropped: boolean;
+  /**
+   * Its cache was rebuilt under `epoch` (with `ranges`), had no watch open
+   * when the ranges shrank, and its index was trusted: the WATCH resuming
+   * that cache is narrowed once served, as an open watch would have been,
+   * instead of refused (`deferredNarrowing` in narrowing.ts). Gone once the
+   * lineage's epoch moves on (`advance`).
+   */
+  readonly narrowOnResume: { readonly epoch: number; readonly ranges: readonly Range[] } | undefined;
 }
 
 export interface Owed {
@@ -166,7 +176,7 @@ export interface Ledger {
 
 /** What the shell knows about its streams and index right before a range change. */
 export interface NarrowFacts {
-  /** Lineages whose object index holds at least what any of its caches holds, with a known kind. */
+  /** Lineages whose object index holds at least what any of its caches holds, with a known kind (open watches or not). */
   readonly trusted: ReadonlySet<LineageKey>;
   /** Open watches that sit between events past their initial events, with a known client resourceVersion. */
   readonly narrowable: ReadonlySet<Rid>;

@@ -29,7 +29,7 @@ export function describeOwed(ledger: Ledger, now: number, policy: LedgerPolicy):
   return [...ledger.owed].map(([key, o]) => {
     const l = ledger.lineages.get(key);
     const b = busy.get(key);
-    const at = releaseAt(o, l, b, policy);
+    const at = releaseAt(o, l, b, policy, ledger.epoch);
     return {
       lineage: key,
       owedMs: now - o.since,

@@ -28,7 +28,7 @@ export interface Start {
 }
 
 export interface FactsSketch {
-  /** Lineages whose index is not trusted (default: every lineage with an open watch is). */
+  /** Lineages whose index is not trusted (default: every lineage the ledger knows is). */
   readonly untrusted?: readonly string[];
   /** Watches not between events (default: every open watch whose client resourceVersion is known narrows). */
   readonly stuck?: readonly Rid[];
@@ -94,11 +94,10 @@ export class Drive {
 
   /** What the shell would report about its streams right now. */
   facts(s: FactsSketch = {}): NarrowFacts {
-    const trusted = new Set<string>();
+    const trusted = new Set([...this.ledger.lineages.keys()].filter((key) => !(s.untrusted ?? []).includes(key)));
     const narrowable = new Set<Rid>();
     for (const r of this.ledger.requests.values()) {
       if (r.phase !== "open") continue;
-      if (!(s.untrusted ?? []).includes(r.lineage)) trusted.add(r.lineage);
       // The filters refuse while a watch-list replays its initial events.
       if (!(s.stuck ?? []).includes(r.rid) && this.clientRv.has(r.rid) && !r.replaying) narrowable.add(r.rid);
     }
