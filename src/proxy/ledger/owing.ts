@@ -93,7 +93,7 @@ export function placeResume(
   const stale = c.epoch !== undefined && c.epoch < o.epoch;
   const d = l.narrowOnResume;
   // Only the cache the narrowing was deferred for, and only to ranges it holds.
-  const narrowFrom = !unplaced && stale && d !== undefined && c.epoch === d.epoch && difference(o.ranges, d.ranges).length === 0 ? d.epoch : undefined;
+  const narrowFrom = !unplaced && stale && d !== undefined && c.epoch === d.epoch && l.listEpoch === d.epoch && difference(o.ranges, d.ranges).length === 0 ? d.epoch : undefined;
   const refuse = unplaced ? "this proxy did not serve the cache it continues" : stale && narrowFrom === undefined ? "its cache is of older ranges" : undefined;
   return { lineage, point: c.point?.id, refuse, narrowFrom };
 }
