@@ -588,6 +588,14 @@ class World {
       return this.#request(c, "watch", { from: c.rv as string });
     }
     if (r < 0.9) return this.#goAway(c);
+    if (r < 0.95 && c.kind !== "watchlist" && process.env["PROPERTY_NO_ABANDON_RELIST"] !== "1") {
+      // The client abandons its watch and relists at once (a reflector whose
+      // watch failed on its side), before the proxy sees the old watch end.
+      this.trail.push(`client abandons watch ${rid} and relists`);
+      this.pendingEnds.push({ rid, at: this.d.now, byProxy: false });
+      c.abandoned.add(rid);
+      return this.#request(c, "list");
+    }
     return this.#event(c, rid);
   }
 
