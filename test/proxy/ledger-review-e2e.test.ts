@@ -2,13 +2,18 @@
  * Findings 1 and 2 of the review of branch `ledger`, through the real proxy
  * (its ledger shell and object index) in front of the scripted upstream, on
  * its ManualClock: what reaches the controller's cache when the ledger
- * reports a narrowing applied too early. Both fail on the ledger as reviewed.
+ * reports a narrowing applied too early; and finding 7, the proxy's default
+ * clock. They fail on the ledger as reviewed.
  */
 import t from "tap";
+import { silentLogger } from "../../src/log.ts";
 import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { startProxy } from "../../src/proxy/run.ts";
+import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { parseResources } from "../../src/shard/spec.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
-import { event, get, HIGH, listBody, LOW, pod, setup, uidIn, until, watch } from "./support/scripted-upstream.ts";
+import { event, fakeUpstream, get, HIGH, listBody, LOW, pod, setup, uidIn, until, watch } from "./support/scripted-upstream.ts";
 
 const KEEP_UID = uidIn(LOW, HIGH, "keep-0");
 const KEEP = [pod("keep-0", KEEP_UID, "5"), pod("keep-1", uidIn(LOW, HIGH, "keep-1"), "6")];
@@ -66,4 +71,28 @@ t.test("finding 2: a resume narrowed once served is narrowed with every object t
   t.ok(await until(() => own.applied.length > 0 || w.events.length > 0), "the ledger decided");
   if (own.applied.length > 0) t.same(deleted(w).sort(), ["leave-0", "leave-1"], "applied only once the informer's cache was handed a DELETED for each object that left");
   else t.pass("not applied (the resume relists)");
+});
+
+t.test("finding 7: with its default clock, a step of the wall clock does not let the proxy's quiet bounds pass", async (t) => {
+  const f = await fakeUpstream();
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  // No clock given: what the CLI runs.
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(f.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), syntheticDeletes: true });
+  const realNow = Date.now;
+  t.teardown(async () => {
+    Date.now = realNow;
+    await proxy.close();
+    await f.close();
+  });
+  f.lists.push({ body: listBody([...KEEP, ...LEAVE], "10") });
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the informer's LIST");
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [], "waiting for the informer's resume");
+  // NTP steps the wall clock ten minutes ahead; no time passes for the proxy's timers.
+  const step = 10 * 60_000;
+  Date.now = () => realNow() + step;
+  // Any request makes the ledger step (another lineage: a labelled LIST).
+  f.lists.splice(0, f.lists.length, { body: listBody([], "11") });
+  t.equal((await get(`${proxy.url}/api/v1/pods?labelSelector=app%3Dx`)).status, 200);
+  t.same(own.applied, [], "generation 2 is not reported applied: the informer, parsing its list, has not been away for its bound");
 });

@@ -12,6 +12,7 @@ import { LedgerShell } from "../../src/proxy/ledger-shell.ts";
 import { initialLedger } from "../../src/proxy/ledger/ledger.ts";
 import type { LedgerEffect } from "../../src/proxy/ledger/types.ts";
 import { silentLogger } from "../../src/log.ts";
+import { shardRange } from "../../src/shard/range.ts";
 import { ManualClock } from "./support/manual-clock.ts";
 import { Drive, FULL, L, LOW, QUARTER, RING } from "./support/ledger-driver.ts";
 
@@ -118,4 +119,52 @@ t.test("finding 6: a lineage whose held resume its client gave up is a reflector
   t.same(d.applied, [], "not applied after the one-off bound: the cache may come back as late as a reflector does");
   d.advance(RING.watcherQuietMs);
   t.same(d.applied, [1], "let go after the reflector bound");
+});
+
+// Rows for mutations of the ledger that no existing test caught (they pass on
+// the branch; each fails with its mutation, see the review report).
+
+t.test("I2 (gap, mutation M9): after the restart window, a resume of a lineage the ledger no longer remembers is refused once, not sent", async (t) => {
+  const d = new Drive({ ...RING, maxLineages: 1, refuseUnplacedMs: 1000 }, { generation: 1, ranges: FULL });
+  d.advance(2000);
+  d.list(1, "A").listed(1, "10").ranges(2, LOW);
+  // Another lineage's request evicts A (idle), resume points and all.
+  d.list(2, "B").listed(2, "11");
+  t.notOk(d.ledger.lineages.has("A"), "A was evicted");
+  d.watch(3, "A", { from: "10" });
+  t.equal(d.verdict(3), "refuse-resume", "its cache (FULL) cannot be placed: it relists");
+});
+
+t.test("I5 (gap, mutation M26): a lineage that relisted after its 410 is no longer 'told': a later shrink narrows its watch and is applied at once", async (t) => {
+  const d = new Drive(RING, { generation: 1, ranges: LOW });
+  d.informer(1, 2, "10").ranges(2, FULL).ended(2).list(3).listed(3, "12").watch(4, L, { from: "12" }).served(4).event(4, "13");
+  t.same(d.applied, [2]);
+  d.ranges(3, LOW);
+  t.equal(d.verdict(4), "narrow");
+  t.same(d.applied, [2, 3], "applied on the narrowing: the watch stays open, so nothing else would ever clear an obligation");
+});
+
+t.test("I5 (gap, mutation M34): a lineage that keeps coming back without relisting is let go 2 x watcherQuietMs after it became owed", async (t) => {
+  const d = new Drive(RING, { generation: 1, ranges: LOW });
+  d.informer(1, 2, "10").ranges(2, FULL).ended(2);
+  // Every 40 s a LIST of it starts and is cut (never a relist); it is never quiet for watcherQuietMs.
+  let rid = 10;
+  for (let at = 40_000; at <= 120_000; at += 40_000) {
+    d.advance(40_000).list(rid).cut(rid);
+    rid++;
+  }
+  t.same(d.applied, [], "owed 120 s, last used now");
+  d.advance(2 * RING.watcherQuietMs - 120_000);
+  t.same(d.applied, [2], "released at since + 2 x watcherQuietMs");
+});
+
+t.test("I2/I3 (gap, mutation M7): a resume of a cache older than the one a narrowing was deferred for is refused, not narrowed", async (t) => {
+  const d = new Drive(RING, { generation: 1, ranges: LOW });
+  // Cache Y lists under LOW (epoch 0); the ranges grow to FULL; cache X lists under FULL (epoch 1).
+  d.list(1).listed(1, "5").ranges(2, FULL).list(2).listed(2, "10");
+  // They shrink to the top quarter: inside FULL, not inside LOW; the deferral is X's (FULL).
+  d.ranges(3, [shardRange(3, 4)]);
+  t.ok(d.ledger.lineages.get(L)?.narrowOnResume !== undefined, "deferred for X's cache");
+  d.watch(3, L, { from: "5" });
+  t.equal(d.verdict(3), "refuse-resume", "Y (LOW) would miss objects of the new ranges: DELETEDs cannot add them");
 });
