@@ -7,7 +7,7 @@
  */
 import t from "tap";
 import { silentLogger } from "../../src/log.ts";
-import { MutableOwnership } from "../../src/proxy/ownership.ts";
+import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { parseResources } from "../../src/shard/spec.ts";
