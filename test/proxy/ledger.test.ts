@@ -746,13 +746,14 @@ const ROWS: Row[] = [
     policy: { refuseUnplacedMs: 0 },
     script: (d, t) => {
       d.informer(1, 2, "10").list(3).ranges(2, LOW);
-      t.same(d.applied, [2], "narrowed in place");
+      t.same(d.applied, [], "narrowed in place, but not applied while LIST 3, of the old ranges, is in flight");
       d.event(2, "11").listed(3, "10");
       t.equal(d.ledger.lineages.get(L)?.listEpoch, 1, "still the narrowed epoch");
-      d.watch(4, L, { from: "11" });
+      t.same(d.applied, [], "nor once it landed: its cache may hold the old ranges until the lineage rewatches");
+      d.watch(4, L, { from: "11" }).served(4);
     },
     applied: [2],
-    verdicts: { 4: "send" },
+    verdicts: { 4: "serve-watch" },
   },
   // ---- lineage table -----------------------------------------------------
   {

@@ -208,13 +208,23 @@ function settle(w: Work): void {
   releaseQuiet(w);
   // I1: the member may report the generation only once every cache that
   // could hold older ranges has relisted or narrowed (or went quiet).
-  if (w.s.awaiting && w.owed.size === 0 && w.narrowing.size === 0) {
+  if (w.s.awaiting && w.owed.size === 0 && w.narrowing.size === 0 && !sentUnderOlderEpoch(w)) {
     w.s.awaiting = false;
     w.released.clear();
     w.fx.push({ type: "log", level: "info", msg: "every watched resource relisted under the new ranges", fields: { generation: w.s.generation } });
     w.fx.push({ type: "applied", generation: w.s.generation });
   }
   schedule(w);
+}
+
+/**
+ * I1: a request rewritten under older ranges and not landed yet may build a
+ * cache of them, whatever its lineage's open watches do (one may be a
+ * watch its client already abandoned for it). Read off the records.
+ */
+function sentUnderOlderEpoch(w: Work): boolean {
+  for (const r of w.requests.values()) if (r.phase === "sent" && r.epoch < w.s.epoch) return true;
+  return false;
 }
 
 /** I5: owed lineages whose client went quiet past their bound are let go. */
@@ -390,7 +400,8 @@ function admit(w: Work, r: RequestBase): void {
   if (!r.answerable) {
     // Answered by the shell itself: a lineage released from hold owes
     // nothing for it, it will never list.
-    if (w.owed.get(r.lineage)?.listCounts === true) relisted(w, r.lineage, w.s.epoch);
+    // Not while another request of it, held or sent, may still be its LIST.
+    if (w.owed.get(r.lineage)?.listCounts === true && !otherRequestOf(w, r.lineage, r.rid)) relisted(w, r.lineage, w.s.epoch);
     w.fx.push({ type: "reject", rid: r.rid });
     return;
   }
@@ -423,6 +434,11 @@ function admit(w: Work, r: RequestBase): void {
   w.lineages.set(l.key, l);
   w.requests.set(r.rid, { ...r, phase: "sent", epoch: w.s.epoch, ranges: w.s.ranges, point, narrowFrom });
   w.fx.push({ type: "send", rid: r.rid, generation: w.s.generation, epoch: w.s.epoch, ranges: w.s.ranges });
+}
+
+function otherRequestOf(w: Work, lineage: LineageKey, rid: Rid): boolean {
+  for (const r of w.requests.values()) if (r.rid !== rid && r.lineage === lineage && (r.phase === "sent" || (r.phase === "held" && r.answerable))) return true;
+  return false;
 }
 
 function someOpen(w: Work, lineage: LineageKey, p: (r: OpenWatch) => boolean): boolean {
@@ -505,6 +521,10 @@ function onListDone(w: Work, rid: Rid, ok: boolean, rv: string | undefined): voi
     // A lineage released from hold may be a one-off lister: its completed LIST is its relist.
     if (w.owed.get(r.lineage)?.listCounts === true) relisted(w, r.lineage, r.epoch);
   }
+  // I4: a LIST of older ranges landed: its cache (whole, or cut and about
+  // to relist) may hold them, even beside a watch that narrowed; the
+  // lineage owes from now, and its resume is refused (I2).
+  if (r.epoch < w.s.epoch) owe(w, r.lineage, false);
   land(w, r);
 }
 
@@ -520,6 +540,16 @@ function onWatchResponse(w: Work, rid: Rid): void {
     w.fx.push({ type: "expire-watch", rid, why: OPENED_DURING_CHANGE });
     return;
   }
+  const l0 = w.lineages.get(r.lineage);
+  if (r.narrowFrom !== undefined && (l0?.narrowOnResume === undefined || l0.narrowOnResume.epoch !== r.narrowFrom)) {
+    // I3: the deferral was revoked while the resume was in flight (a newer
+    // snapshot swept the index of what its cache held): it cannot be
+    // narrowed from the index, so it relists, and its lineage owes that.
+    tell(w, r.lineage);
+    owe(w, r.lineage, false);
+    w.fx.push({ type: "expire-watch", rid, why: OPENED_DURING_CHANGE });
+    return;
+  }
   const { narrowFrom, ...sent } = r;
   // A resume narrowed once served: its cache stays of its older epoch until the stream confirms (I1, I3).
   const narrowing = narrowFrom === undefined ? undefined : { epoch: w.s.epoch, ranges: w.s.ranges };
@@ -529,8 +559,10 @@ function onWatchResponse(w: Work, rid: Rid): void {
   if (l !== undefined) w.lineages.set(l.key, { ...l, watchesOpened: l.watchesOpened + 1 });
   w.fx.push({ type: "serve-watch", rid });
   if (narrowing !== undefined) {
-    // The lineage's obligation moves to the narrowing: applied once the stream confirms it (I1).
-    w.owed.delete(r.lineage);
+    // The lineage's obligation moves to the narrowing: applied once the
+    // stream confirms it (I1). Not one a cache told to relist still owes:
+    // that cache is not this one.
+    if (l?.told !== true) w.owed.delete(r.lineage);
     const n = w.narrowing.get(r.lineage);
     w.narrowing.set(r.lineage, { epoch: narrowing.epoch, waiting: [...(n?.epoch === narrowing.epoch ? n.waiting : []), rid], failed: n?.epoch === narrowing.epoch && n.failed });
     w.fx.push({ type: "narrow", lineage: r.lineage, rids: [rid], ranges: narrowing.ranges, epoch: narrowing.epoch });
