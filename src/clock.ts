@@ -32,3 +32,15 @@ export const systemClock: Clock = {
     return () => clearTimeout(t);
   },
 };
+
+/**
+ * The system clock's timers with a monotonic time: epoch-based, but never
+ * stepped by NTP or an operator. For bounds that measure elapsed time on
+ * this process (the proxy's quiet bounds): a wall clock stepped forward
+ * would let each pass at once, stepped back would hold them for the step.
+ * Not for times other processes read (the ring's lease clock is wall time).
+ */
+export const monotonicClock: Clock = {
+  ...systemClock,
+  now: () => performance.timeOrigin + performance.now(),
+};
