@@ -70,6 +70,10 @@ export class LedgerShell {
       // One failed effect (an I/O bug) must not cost the effects after it:
       // a lost `applied` stalls the ring, a lost 410 leaves a stale cache.
       this.#logger.error({ err: err instanceof Error ? err.message : String(err), effect: fx.type }, "carrying out a ledger effect failed");
+      // A narrowing waits for every watch's confirmation, with no timer: one
+      // not carried out is refused, so those watches relist. The ledger
+      // ignores the confirmation of a watch that already gave its own.
+      if (fx.type === "narrow") for (const rid of fx.rids) this.dispatch({ type: "narrowed", rid, ok: false, rv: undefined });
     }
   }
 }

@@ -17,7 +17,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex, Readable } from "node:stream";
 import { pipeline } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { systemClock } from "../clock.ts";
+import { monotonicClock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
@@ -189,7 +189,7 @@ export class ShardProxy {
     this.#opts = opts;
     this.#filtering = opts.filtering ?? SHARDSELECTOR;
     this.#resources = indexResources(opts.resources);
-    this.#clock = opts.clock ?? systemClock;
+    this.#clock = opts.clock ?? monotonicClock;
     this.#routes = createRoutes({
       upstream: opts.upstream,
       logger: opts.logger,
@@ -420,12 +420,21 @@ export class ShardProxy {
     const trusted = this.#index.trusted(lineage);
     const leaving = this.#index.find(lineage)?.leaving(ranges) ?? [];
     for (const rid of rids) {
-      const ex = trusted ? this.#exchanges.get(rid) : undefined;
-      // A controller's own shardSelector still applies: the new ranges, within it.
-      const rw = ex === undefined ? undefined : rewriteFor(ex.request.query, ex.request.resource.key, ranges, this.#filtering);
-      const rv = rw?.ok === true ? ex?.watch?.narrow(rw.ranges, leaving) : undefined;
-      if (ex !== undefined && rv !== undefined) this.#accounting.narrowed(ex.resource, leaving.length);
-      this.#shell.dispatch({ type: "narrowed", rid, ok: rv !== undefined, rv });
+      // Every watch is confirmed, one that throws as refused: the ledger
+      // waits for each, and a narrowing never confirmed has no timer.
+      let rv: string | undefined;
+      try {
+        const ex = trusted ? this.#exchanges.get(rid) : undefined;
+        // A controller's own shardSelector still applies: the new ranges, within it.
+        const rw = ex === undefined ? undefined : rewriteFor(ex.request.query, ex.request.resource.key, ranges, this.#filtering);
+        rv = rw?.ok === true ? ex?.watch?.narrow(rw.ranges, leaving) : undefined;
+        if (ex !== undefined && rv !== undefined) this.#accounting.narrowed(ex.resource, leaving.length);
+      } catch (err) {
+        rv = undefined;
+        this.#opts.logger.error({ err: err instanceof Error ? err.message : String(err), rid, lineage }, "narrowing a watch failed; it relists instead");
+      } finally {
+        this.#shell.dispatch({ type: "narrowed", rid, ok: rv !== undefined, rv });
+      }
     }
   }
 
