@@ -378,6 +378,13 @@ function advance(l: LineageRecord, epoch: number): LineageRecord {
 
 function onRequest(w: Work, r: RequestBase): void {
   if (w.s.holdUntil !== undefined) {
+    // A held WATCH makes its lineage a reflector's even if its client gives
+    // it up before release: its cache (the previous process's, after a
+    // restart) may come back as late as a reflector does (quiet.ts).
+    if (r.kind === "watch" && r.answerable) {
+      const l = useLineage(w, r.lineage);
+      w.lineages.set(l.key, { ...l, watched: true });
+    }
     w.requests.set(r.rid, { ...r, phase: "held" });
     w.fx.push({ type: "hold", rid: r.rid });
     return;
