@@ -14,7 +14,7 @@
 import type { Clock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { step } from "./ledger/ledger.ts";
-import type { Ledger, LedgerEffect, LedgerEvent, LedgerPolicy } from "./ledger/types.ts";
+import { NO_FACTS, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type StepResult } from "./ledger/types.ts";
 
 /** What the proxy needs of a clock: the time, and timers that do not keep the process alive. */
 export type ProxyClock = Pick<Clock, "now" | "timer">;
@@ -48,13 +48,37 @@ export class LedgerShell {
     this.#draining = true;
     try {
       for (let next = this.#queue.shift(); next !== undefined; next = this.#queue.shift()) {
-        const e = typeof next === "function" ? next() : next;
-        const r = step(this.#ledger, e, this.#clock.now(), this.#policy);
+        const r = this.#step(next);
+        if (r === undefined) continue;
         this.#ledger = r.ledger;
         for (const fx of r.effects) this.#carryOut(fx);
       }
     } finally {
       this.#draining = false;
+    }
+  }
+
+  /**
+   * Steps one event, never throwing into the I/O callback that raised it
+   * (the events queued after it would wait for the next dispatch). A range
+   * change whose facts cannot be used is stepped again with none: every
+   * lineage relists rather than narrows, and the ranges are not lost.
+   */
+  #step(next: LedgerEvent | (() => LedgerEvent)): StepResult | undefined {
+    const now = this.#clock.now();
+    let e: LedgerEvent | undefined;
+    try {
+      e = typeof next === "function" ? next() : next;
+      return step(this.#ledger, e, now, this.#policy);
+    } catch (err) {
+      this.#logger.error({ err: err instanceof Error ? err.message : String(err), event: e?.type ?? "unbuilt" }, "stepping the ledger failed");
+    }
+    if (e?.type !== "ranges" || e.facts === NO_FACTS) return undefined;
+    try {
+      return step(this.#ledger, { ...e, facts: NO_FACTS }, now, this.#policy);
+    } catch (err) {
+      this.#logger.error({ err: err instanceof Error ? err.message : String(err), event: "ranges" }, "stepping a range change without facts failed too");
+      return undefined;
     }
   }
 

@@ -318,7 +318,17 @@ export class ShardProxy {
   #onOwnership(next: Ownership): void {
     this.#metricsFor(next);
     // Built when stepped: the facts must be of the streams at that moment.
-    this.#shell.dispatch(() => ({ type: "ranges", generation: next.generation, ranges: next.ranges, facts: this.#facts() }));
+    this.#shell.dispatch(() => ({ type: "ranges", generation: next.generation, ranges: next.ranges, facts: this.#safeFacts() }));
+  }
+
+  /** The facts, or none (every lineage relists instead of narrowing) when reading them fails: the range change is never lost. */
+  #safeFacts(): NarrowFacts {
+    try {
+      return this.#facts();
+    } catch (err) {
+      this.#opts.logger.error({ err: err instanceof Error ? err.message : String(err) }, "reading the streams' facts for a range change failed; relisting every lineage instead of narrowing");
+      return NO_FACTS;
+    }
   }
 
   /** What the ledger needs to know of the streams and the index to decide which watches may narrow in place. */

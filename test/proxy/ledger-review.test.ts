@@ -168,3 +168,31 @@ t.test("I2/I3 (gap, mutation M7): a resume of a cache older than the one a narro
   d.watch(3, L, { from: "5" });
   t.equal(d.verdict(3), "refuse-resume", "Y (LOW) would miss objects of the new ranges: DELETEDs cannot add them");
 });
+
+t.test("finding 8: a range change whose facts cannot be read is stepped without them (every lineage relists), never lost", async (t) => {
+  const clock = new ManualClock();
+  const effects: LedgerEffect[] = [];
+  const shell = new LedgerShell({
+    ledger: initialLedger({ generation: 1, ranges: FULL, now: clock.now(), waitForRangesMs: 0, seed: 1, policy: RING }),
+    policy: RING,
+    clock,
+    logger: silentLogger(),
+    execute: (fx) => effects.push(fx),
+  });
+  shell.dispatch({ type: "request", rid: 1, lineage: L, kind: "list", watchList: false, page: false, resumeRv: undefined, answerable: true });
+  shell.dispatch({ type: "list-done", rid: 1, ok: true, rv: "10" });
+  shell.dispatch({ type: "request", rid: 2, lineage: L, kind: "watch", watchList: false, page: false, resumeRv: "10", answerable: true });
+  shell.dispatch({ type: "watch-response", rid: 2 });
+  // Facts whose reading throws (a stream or index bug).
+  const broken = new Set<string>();
+  broken.has = () => {
+    throw new Error("boom");
+  };
+  t.doesNotThrow(() => shell.dispatch({ type: "ranges", generation: 2, ranges: LOW, facts: { trusted: broken, narrowable: new Set([2]) } }), "the I/O callback that raised it is not thrown into");
+  t.equal(shell.ledger.generation, 2, "the generation is taken");
+  t.same(shell.ledger.ranges, LOW, "and its ranges enforced");
+  t.ok(effects.some((fx) => fx.type === "end-watch" && fx.rid === 2), "the open watch relists rather than narrows");
+  // Events after it are stepped as before.
+  shell.dispatch({ type: "watch-ended", rid: 2, rv: undefined, byProxy: true });
+  t.equal(shell.ledger.requests.size, 0);
+});
