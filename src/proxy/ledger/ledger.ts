@@ -649,7 +649,13 @@ function onClosed(w: Work, rid: Rid): void {
   if (r === undefined) return;
   // A held request whose client left owes nothing: it never reached a lineage.
   if (r.phase === "held") w.requests.delete(rid);
-  else if (r.phase === "sent") land(w, r);
+  else if (r.phase === "sent") {
+    // I4: one of older ranges given up by its client: the cache it was to
+    // rebuild holds what it held before (its client relists, or resumes
+    // it), so the lineage owes, as when it lands (`onListDone`).
+    if (r.epoch < w.s.epoch) owe(w, r.lineage, false);
+    land(w, r);
+  }
   // An open watch ends with its own `watch-ended`.
 }
 
