@@ -34,6 +34,7 @@ export class ProxyMetrics {
   readonly activeWatches: Gauge<"resource">;
   readonly ownedRatio: Gauge;
   readonly generation: Gauge;
+  #openWatches: (() => ReadonlyMap<string, number>) | undefined;
 
   constructor(registry = new Registry()) {
     this.registry = registry;
@@ -78,8 +79,26 @@ export class ProxyMetrics {
       labelNames: ["listener"],
       registers: r,
     });
-    this.activeWatches = new Gauge({ name: "shardcar_proxy_active_watches", help: "Open sharded watches.", labelNames: ["resource"], registers: r });
+    this.activeWatches = new Gauge({
+      name: "shardcar_proxy_active_watches",
+      help: "Open sharded watches.",
+      labelNames: ["resource"],
+      registers: r,
+      // Read off the watches being served at scrape time, never counted up
+      // and down (a callback that runs twice or not at all cannot skew it).
+      collect: () => {
+        const source = this.#openWatches;
+        if (source === undefined) return;
+        this.activeWatches.reset();
+        for (const [resource, n] of source()) this.activeWatches.set({ resource }, n);
+      },
+    });
     this.ownedRatio = new Gauge({ name: "shardcar_proxy_owned_keyspace_ratio", help: "Share of the 64-bit keyspace this replica currently owns.", registers: r });
     this.generation = new Gauge({ name: "shardcar_proxy_generation", help: "Range-table generation currently enforced (0 for static shards).", registers: r });
+  }
+
+  /** Where `shardcar_proxy_active_watches` reads the open watches per resource from. */
+  openWatchesFrom(source: () => ReadonlyMap<string, number>): void {
+    this.#openWatches = source;
   }
 }

@@ -1,33 +1,6 @@
 /**
- * The clock the ring's shell files read and sleep with. Injected, so tests
- * can drive time and so the decision code never reads it itself.
+ * The ring's shell files read and sleep with the process-wide clock
+ * abstraction (`src/clock.ts`); re-exported here so ring code keeps one
+ * import path.
  */
-
-export interface Clock {
-  /** ms since the epoch. */
-  now(): number;
-  /** Resolves after `ms`, or at once (without rejecting) when `signal` aborts. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-  /** Calls `fn` after `ms`; returns a cancel function. Timers never keep the process alive. */
-  timer(ms: number, fn: () => void): () => void;
-}
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve) => {
-      if (signal?.aborted) return resolve();
-      const done = (): void => {
-        clearTimeout(t);
-        signal?.removeEventListener("abort", done);
-        resolve();
-      };
-      const t = setTimeout(done, Math.max(0, ms));
-      signal?.addEventListener("abort", done, { once: true });
-    }),
-  timer: (ms, fn) => {
-    const t = setTimeout(fn, Math.max(0, ms));
-    t.unref();
-    return () => clearTimeout(t);
-  },
-};
+export { systemClock, type Clock } from "../clock.ts";

@@ -1,31 +1,29 @@
 /**
  * A cache that has its LIST but not yet the WATCH resuming from it when its
- * ranges shrink: it should narrow on that watch, as an open watch does,
- * instead of being sent back to LIST (P7: a scale-out costs one LIST, the
- * joiner's).
+ * ranges shrink: it narrows on that watch, as an open watch does, instead of
+ * being sent back to LIST (P7: a scale-out costs one LIST, the joiner's);
+ * and the narrowing is not reported applied until that watch has come,
+ * however long its client takes to read its list.
  *
  * Seen in test/ring/proxy-exclusive.test.ts under load, where steps follow
- * each other closely: a scale-out by one costs 2 LISTs (RING_TEST_LOG: the
- * loser's lineage is in "owned ranges changed … relisting" with no
- * "relisting instead of narrowing in place", i.e. it had no open watch).
- * Its informer's LIST had been served and counted (a held LIST counts when
- * it completes), so the generation was applied and the leader moved on, but
- * client-node was still parsing the list before opening its WATCH; the
- * next narrowing found nothing open to narrow, owed a relist, and refused
- * the resume with 410.
+ * each other closely and client-node parses a 5,000-pod list for seconds
+ * before it watches: a scale-out by one cost 2 LISTs (the loser's lineage
+ * had no open watch to narrow, owed a relist, and its resume got 410), and
+ * once, at a load of ~15, web-0 acknowledged 1→2 with no LIST while its
+ * informer still held the whole keyspace (the quiet bound of a lineage that
+ * never watched, 5 s, had let it go), and web-1 listed its half: 2,557
+ * informer ADDs of objects another cache held.
  *
  * Driven against the scripted upstream, so the order is fixed: LIST, narrow,
- * then WATCH. The first test is the same cache with its watch already open,
- * which narrows in place today; the second is the case above, and the third
- * the same gap seen as an exclusive-mode double; both are known failures
- * kept as `todo` for the proxy's handoff ledger (see their todo texts).
+ * then WATCH. The first test is the same cache with its watch already open.
+ * The proxy's bounds pass on its ManualClock.
  */
 import t, { type Test } from "tap";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
-import { FULL_RANGE } from "../../src/shard/range.ts";
-import { eventually, until } from "../support/wait.ts";
-import { event, get, HIGH, listBody, LOW, pod, setup, uidIn, watch } from "./support/scripted-upstream.ts";
+import { DEFAULT_POLICY } from "../../src/proxy/ledger/types.ts";
+import { FULL_RANGE, shardRange } from "../../src/shard/range.ts";
+import { event, get, HIGH, listBody, LOW, pod, setup, uidIn, until, watch } from "./support/scripted-upstream.ts";
 
 const KEEP_UID = uidIn(LOW, HIGH, "keep-0");
 const KEEP = [pod("keep-0", KEEP_UID, "5"), pod("keep-1", uidIn(LOW, HIGH, "keep-1"), "6")];
@@ -33,14 +31,14 @@ const LEAVE = [pod("leave-0", uidIn(HIGH, LOW, "leave-0"), "7"), pod("leave-1", 
 const LIST = listBody([...KEEP, ...LEAVE], "10");
 
 /** A ring-mode proxy (generation 1: the whole keyspace) whose client has just been served its LIST at resourceVersion 10. */
-async function listedCache(t: Test) {
+async function listedCache(t: Test, extra: Record<string, unknown> = {}) {
   const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
-  const { f, proxy } = await setup(t, own);
+  const { f, proxy, clock } = await setup(t, own, extra);
   f.lists.push({ body: LIST });
   const list = await get(`${proxy.url}/api/v1/pods`);
   t.equal(list.status, 200, "the informer's LIST is served");
   t.same(own.applied, [], "nothing applied yet (generation 1 was the first)");
-  return { own, f, proxy };
+  return { own, f, proxy, clock };
 }
 
 const deleted = (w: ReturnType<typeof watch>): string[] =>
@@ -51,69 +49,76 @@ t.test("a cache whose resuming watch is open when its ranges shrink gets DELETED
   const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
   t.teardown(() => w.abort());
   t.equal(await w.status, 200);
-  await until("the upstream watch", () => f.watches.length === 1);
+  t.ok(await until(() => f.watches.length === 1), "the upstream watch");
   // An event first: a watch narrows between events, past its initial ones.
   f.watches[0]?.write(event("MODIFIED", pod("keep-0", KEEP_UID, "11")));
-  await until("the first event through", () => w.events.length === 1);
+  t.ok(await until(() => w.events.length === 1), "the first event through");
   own.set({ generation: 2, ranges: LOW });
-  await until("the DELETEDs", () => deleted(w).length === 2);
+  t.ok(await until(() => deleted(w).length === 2), "the DELETEDs");
   t.same(deleted(w).sort(), ["leave-0", "leave-1"], "one synthetic DELETED per object that left");
   t.same(own.applied, [2], "generation 2 applied without a relist");
   t.equal(f.listRequests, 1, "no second LIST");
 });
 
-t.test(
-  "a cache between its LIST and the WATCH resuming from it when its ranges shrink is narrowed on that watch, not sent back to LIST",
-  {
-    todo:
-      "the proxy refuses the resume with 410 (its lineage had no open watch at the narrowing, so it owes a relist). " +
-      "Fix in the handoff ledger: a lineage whose complete snapshot is of the previous epoch and that has no open watch " +
-      "records the narrowing (new ranges, leaving objects, epoch) instead of owing a relist; the watch that resumes from " +
-      "that LIST's resourceVersion is served with the DELETEDs first, at that resourceVersion, then filtered with the new " +
-      "ranges, and the generation is applied once they are handed over (a one-off LIST that never watches is released by " +
-      "the existing quiet bound).",
-  },
-  async (t) => {
-    const { own, f, proxy } = await listedCache(t);
-    own.set({ generation: 2, ranges: LOW });
-    const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
-    t.teardown(() => w.abort());
-    t.equal(await w.status, 200, "the resume is served, not refused with 410");
-    await until("the DELETEDs", () => deleted(w).length === 2, 5_000).catch(() => undefined);
-    t.same(deleted(w).sort(), ["leave-0", "leave-1"], "one synthetic DELETED per object that left, first on the stream");
-    t.same(own.applied, [2], "generation 2 applied once they were handed over");
-    t.equal(f.listRequests, 1, "no second LIST");
-  },
-);
+t.test("a cache between its LIST and the WATCH resuming from it when its ranges shrink is narrowed on that watch, not sent back to LIST", async (t) => {
+  const { own, f, proxy } = await listedCache(t);
+  own.set({ generation: 2, ranges: LOW });
+  t.same(own.applied, [], "not applied while the cache of the whole keyspace has not come back");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.teardown(() => w.abort());
+  t.equal(await w.status, 200, "the resume is served, not refused with 410");
+  t.ok(await until(() => deleted(w).length === 2), "the DELETEDs");
+  t.same(deleted(w).sort(), ["leave-0", "leave-1"], "one synthetic DELETED per object that left");
+  t.same(
+    w.events.slice(0, 2).map((e) => [e.type, e.object.metadata?.resourceVersion]),
+    [
+      ["DELETED", "10"],
+      ["DELETED", "10"],
+    ],
+    "first on the stream, at the resourceVersion the watch resumes from",
+  );
+  t.same(own.applied, [2], "generation 2 applied once they were handed over");
+  // The stream filters with the new ranges: an event of an object that left is not passed on.
+  f.watches[0]?.write(event("MODIFIED", pod("leave-0", uidIn(HIGH, LOW, "leave-0"), "11")));
+  f.watches[0]?.write(event("MODIFIED", pod("keep-0", KEEP_UID, "12")));
+  t.ok(await until(() => w.events.length === 3), "the kept object's event");
+  t.same(w.events[2]?.object.metadata?.name, "keep-0", "and only that one");
+  t.equal(f.listRequests, 1, "no second LIST");
+});
 
-// The same gap, seen as a safety violation: test/ring/proxy-exclusive.test.ts,
-// under a load of ~15, once had 2,557 informer ADDs of an object another
-// cache held (1→2: web-0 acknowledged its narrowing with no LIST, while its
-// informer still held the whole keyspace from its first LIST, and web-1
-// listed its new half). An owed lineage that never watched is released
-// 5 s after it became owed (betweenListAndWatchMs), on the assumption that
-// an informer's first WATCH follows its LIST at once; under load client-node
-// needs seconds to parse a 5,000-pod LIST before it watches. (And the 5 s
-// can be shorter than it looks: the sweep keeps the time a lineage was
-// first seen owed while it stays owed, so owing again for a newer
-// generation before a sweep ran starts from the older time.)
-t.test(
-  "a narrowing is not acknowledged while a cache that listed under the old ranges has not come back, however slowly it reads its list",
-  {
-    todo:
-      "the idle sweep releases a never-watched lineage betweenListAndWatchMs after it became owed and reports the generation applied, " +
-      "while the client may be a reflector still reading its LIST (in exclusive mode the leader then lets a gainer list the same objects). " +
-      "Fix in the handoff ledger: a lineage whose last complete snapshot is of an older epoch stays owed for the reflector bound " +
-      "(watcherQuietMs) or until it resumes (410 or the deferred narrowing), and the bound counts from the generation it is owed for.",
-  },
-  async (t) => {
-    const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
-    // A short one-off bound, so that the test does not wait 5 s.
-    const { f, proxy } = await setup(t, own, { betweenListAndWatchMs: 300 });
-    f.lists.push({ body: LIST });
-    t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the informer's LIST is served");
-    own.set({ generation: 2, ranges: LOW });
-    // The informer is still parsing its list: it has neither relisted nor watched.
-    t.notOk(await eventually(() => own.applied.includes(2), 2_000), "generation 2 is not reported applied meanwhile");
-  },
-);
+t.test("a cache between its LIST and its WATCH relists when the ranges grow past what it holds", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: LOW });
+  const { f, proxy } = await setup(t, own);
+  f.lists.push({ body: listBody(KEEP, "10") });
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200);
+  // LOW to the lower quarter (a narrowing), then to HIGH (not inside LOW).
+  own.set({ generation: 2, ranges: [shardRange(0, 4)] });
+  own.set({ generation: 3, ranges: HIGH });
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.teardown(() => w.abort());
+  t.equal(await w.status, 410, "the resume gets 410: DELETEDs cannot add what the cache lacks");
+  t.same(own.applied, [], "nothing applied: it must relist");
+});
+
+t.test("a narrowing is not acknowledged while a cache that listed under the old ranges has not come back, however slowly it reads its list", async (t) => {
+  // A short one-off bound: the long one applies all the same.
+  const { own, proxy, clock } = await listedCache(t, { betweenListAndWatchMs: 300 });
+  own.set({ generation: 2, ranges: LOW });
+  // The informer is still parsing its list: it has neither relisted nor watched.
+  clock.advance(DEFAULT_POLICY.watcherQuietMs - 1);
+  t.same(own.applied, [], "generation 2 is not reported applied meanwhile");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.teardown(() => w.abort());
+  t.equal(await w.status, 200, "its late resume is served");
+  t.ok(await until(() => deleted(w).length === 2), "with the DELETEDs first");
+  t.same(own.applied, [2], "and then generation 2 is applied");
+});
+
+t.test("a cache that listed under the old ranges and never comes back is let go after the reflector bound", async (t) => {
+  const { own, clock } = await listedCache(t, { betweenListAndWatchMs: 300 });
+  own.set({ generation: 2, ranges: LOW });
+  clock.advance(DEFAULT_POLICY.watcherQuietMs - 1);
+  t.same(own.applied, [], "not a millisecond before");
+  clock.advance(1);
+  t.same(own.applied, [2], "released: a one-off LIST must not hold the ring up for good");
+});

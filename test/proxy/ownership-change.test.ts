@@ -3,38 +3,32 @@
  * end with 410 only when the ranges really change; a watch resuming from a
  * LIST made under older ranges gets 410; and a generation is reported
  * applied only once each watched resource has relisted and resumed watching.
+ * End to end against devapi; the ledger's rules themselves are rows of
+ * test/proxy/ledger.test.ts (the RelistTracker case that was here is the
+ * rows "I1: a generation with nothing to relist is applied at once" and "I1:
+ * obligations carry into a later generation…"). Bounds pass on a
+ * ManualClock, never in real time.
  */
 import t from "tap";
 import { request } from "node:http";
 import { seedPods, startDevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
+import { DEFAULT_POLICY } from "../../src/proxy/ledger/types.ts";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
-import { RelistTracker } from "../../src/proxy/relist.ts";
 import { startProxy } from "../../src/proxy/run.ts";
 import { makeUpstream } from "../../src/proxy/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { eventually } from "../support/cluster.ts";
-
-t.test("RelistTracker: applied at once when nothing is owed; owed relists carry over to newer generations", async (t) => {
-  const applied: number[] = [];
-  const r = new RelistTracker((g) => applied.push(g));
-  r.begin(1, 0, []);
-  t.same(applied, [1], "no watched resource: applied at once");
-  r.begin(2, 1, ["pods"]);
-  r.relisted("pods", 0);
-  t.same(applied, [1], "a relist under an older epoch does not count");
-  r.begin(3, 1, []);
-  t.same(r.pending(), ["pods"], "generation 3 (same ranges) still owes the pods relist");
-  r.relisted("pods", 1);
-  t.same(applied, [1, 3], "one relist under the epoch applies the newest generation");
-});
+import { ManualClock } from "./support/manual-clock.ts";
 
 async function setup(t: { teardown(fn: () => Promise<void>): void }, betweenListAndWatchMs?: number) {
   const api = await startDevApi({ gate: "on" });
   seedPods(api, { count: 300, namespaces: ["alpha", "beta"] });
   const own = new MutableOwnership({ generation: 1, ranges: [shardRange(0, 2)] });
+  const clock = new ManualClock();
   const proxy = await startProxy({
+    clock,
     listen: { host: "127.0.0.1", port: 0 },
     upstream: makeUpstream(api.url),
     resources: parseResources("pods"),
@@ -47,7 +41,7 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, betweenList
     await proxy.close();
     await api.close();
   });
-  return { api, own, proxy };
+  return { api, own, proxy, clock };
 }
 
 function get(url: string): Promise<{ status: number; body: string }> {
@@ -126,19 +120,18 @@ t.test("a member without ranges yet holds sharded requests until its first non-e
   const api = await startDevApi({ gate: "off" });
   seedPods(api, { count: 200, namespaces: ["alpha"] });
   const own = new MutableOwnership({ generation: 0, ranges: [] });
-  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 20_000 });
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 20_000, clock: new ManualClock() });
   t.teardown(async () => {
     await proxy.close();
     await api.close();
   });
   let answered: { status: number; body: string } | undefined;
   void get(`${proxy.url}/api/v1/pods`).then((r) => (answered = r));
-  await new Promise((r) => setTimeout(r, 300));
-  t.equal(answered, undefined, "held: no ranges yet");
+  t.ok(await eventually(() => proxy.proxy.handoff().held === 1, 3000), "held: no ranges yet");
   t.equal(api.stats.lists.get("pods") ?? 0, 0, "nothing reached the apiserver");
   own.set({ generation: 1, ranges: [] });
-  await new Promise((r) => setTimeout(r, 300));
-  t.equal(answered, undefined, "still held under an empty first table");
+  t.equal(proxy.proxy.handoff().held, 1, "still held under an empty first table");
+  t.equal(answered, undefined);
   own.set({ generation: 2, ranges: [shardRange(0, 2)] });
   t.ok(await eventually(() => answered !== undefined, 5000), "released by the first non-empty ranges");
   const items = (JSON.parse(answered?.body ?? "{}") as { items?: Array<{ metadata: { uid: string } }> }).items ?? [];
@@ -151,14 +144,19 @@ t.test("held requests are served (for an empty shard) when the wait runs out", a
   const api = await startDevApi({ gate: "on" });
   seedPods(api, { count: 50, namespaces: ["alpha"] });
   const own = new MutableOwnership({ generation: 0, ranges: [] });
-  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 400 });
+  const clock = new ManualClock();
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: own, fallback: "filter", logger: silentLogger(), waitForRangesMs: 400, clock });
   t.teardown(async () => {
     await proxy.close();
     await api.close();
   });
-  const t0 = Date.now();
-  const r = await get(`${proxy.url}/api/v1/pods`);
-  t.ok(Date.now() - t0 >= 350, "waited");
+  const answer = get(`${proxy.url}/api/v1/pods`);
+  t.ok(await eventually(() => proxy.proxy.handoff().held === 1, 3000), "held");
+  clock.advance(399);
+  t.equal(proxy.proxy.handoff().held, 1, "still held a millisecond before the wait is over");
+  clock.advance(1);
+  t.equal(proxy.proxy.handoff().held, 0, "served when it is");
+  const r = await answer;
   t.equal(r.status, 200);
   t.same((JSON.parse(r.body) as { items: unknown[] }).items, [], "owning nothing, it lists nothing");
 });
@@ -177,12 +175,13 @@ t.test("ranges that change between an informer's LIST and its WATCH: the generat
   t.teardown(() => proxy.close().then(() => w.ended));
 });
 
-t.test("a one-off LIST (no watch follows) holds a generation back only for a bounded time", async (t) => {
-  const { own, proxy } = await setup(t, 400);
+t.test("a one-off LIST (no watch follows) holds a generation back only for a bounded time: the reflector bound, as an informer still reading its list would", async (t) => {
+  const { own, proxy, clock } = await setup(t, 400);
   await get(`${proxy.url}/api/v1/pods`);
-  const t0 = Date.now();
   own.set({ generation: 2, ranges: [shardRange(1, 2)] });
-  t.same(own.applied, [], "held back: it might have been an informer about to watch");
-  t.ok(await eventually(() => own.applied.includes(2), 3000), "applied after the bound");
-  t.ok(Date.now() - t0 >= 350, "not before it");
+  t.same(own.applied, [], "held back: it might be an informer still reading its list");
+  clock.advance(DEFAULT_POLICY.watcherQuietMs - 1);
+  t.same(own.applied, [], "not before the bound (betweenListAndWatchMs long past)");
+  clock.advance(1);
+  t.same(own.applied, [2], "applied at the bound");
 });

@@ -24,20 +24,23 @@
  *       watch as the proxy narrows it never reads the synthetic DELETEDs, yet
  *       the watch-end record files its resume point under the new epoch: its
  *       re-watch is accepted and its cache keeps the leaving object
+ *
+ * The ledger's side of each case is also a row of test/proxy/ledger.test.ts
+ * (docs/testing.md maps them); these keep the shell's wiring honest. No test
+ * sleeps against a bound: the proxy runs on a ManualClock (Q1 passes its
+ * 4.5 s and 2 s in no time), and tests wait for conditions.
  */
 import t from "tap";
 import { connect, type Socket } from "node:net";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
-import { uidIn, pod, listBody, get, type ClientWatch, watch, sleep, until, setup, LOW, HIGH } from "./support/scripted-upstream.ts";
-
-/** A uid whose hash lies in `inside` and outside `outside`. */
+import { uidIn, pod, listBody, get, type ClientWatch, watch, until, setup, LOW, HIGH } from "./support/scripted-upstream.ts";
 
 const deletedCount = (w: ClientWatch): number => w.events.filter((e) => e.type === "DELETED").length;
 
 t.test("Q1: a fresh informer whose first LIST spanned a change is released during its post-410 backoff, 5 s after it became owed", async (t) => {
   const own = new MutableOwnership({ generation: 1, ranges: LOW });
-  const { f, proxy } = await setup(t, own); // default windows (5 s / 65 s)
+  const { f, proxy, clock } = await setup(t, own); // default windows (5 s / 65 s)
   const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
   const y = pod("y", uidIn(HIGH, LOW, "y"), "6");
   let land = (): void => {};
@@ -49,7 +52,7 @@ t.test("Q1: a fresh informer whose first LIST spanned a change is released durin
   const l1 = get(`${proxy.url}/api/v1/pods`);
   t.ok(await until(() => f.listRequests === 1), "the informer's first LIST is in flight under LOW");
   own.set({ generation: 2, ranges: [FULL_RANGE] });
-  await sleep(4500);
+  clock.advance(4500);
   land();
   t.equal((await l1).status, 200, "the LIST lands ~4.5 s later, filtered with LOW (cache: x)");
   const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
@@ -57,12 +60,12 @@ t.test("Q1: a fresh informer whose first LIST spanned a change is released durin
   // client-go: ListAndWatch returns the error and Run waits
   // backoffManager.Backoff() (0.8 s doubling, jitter up to 2x; longer if the
   // reflector failed before within 2 min) before it lists again.
-  await sleep(2000);
+  clock.advance(2000);
   t.same(own.applied, [], `generation 2 is not applied while the informer backs off with a LOW cache (applied: ${JSON.stringify(own.applied)})`);
   t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "it relists after its backoff");
   const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=12`);
   t.equal(await w2.status, 200, "and resumes");
-  t.ok(await until(() => own.applied.includes(2)), "generation 2 is applied then");
+  t.same(own.applied, [2], "generation 2 is applied then");
   w2.abort();
 });
 
@@ -84,7 +87,6 @@ t.test("Q2: a re-watch handled before the narrowed watch's pipeline callback fin
   // A kept-alive connection to the proxy, idle (undici's pool, say).
   const sock: Socket = connect(Number(new URL(proxy.url).port), "127.0.0.1");
   await new Promise<void>((r) => sock.once("connect", () => r()));
-  await sleep(100);
   let resp = "";
   sock.on("data", (b: Buffer) => (resp += b.toString()));
   // client-node's 30 s inactivity timeout (a quiet resource; ListWatch asks
@@ -99,13 +101,13 @@ t.test("Q2: a re-watch handled before the narrowed watch's pipeline callback fin
 
 t.test("Q3: inside the restart window, a second cache's resume from an RV this proxy never served is let through once the first cache relisted", async (t) => {
   const own = new MutableOwnership({ generation: 0, ranges: [] });
-  const { f, proxy } = await setup(t, own, { waitForRangesMs: 3000 });
+  const { f, proxy, clock } = await setup(t, own, { waitForRangesMs: 3000 });
   const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
   f.lists = [{ body: listBody([x], "20") }];
   // Two caches of one lineage, both built through the previous proxy
   // process. The first reconnects while the proxy waits for its ranges.
   const w1 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
-  await sleep(50);
+  t.ok(await until(() => proxy.proxy.handoff().held === 1), "the resume is held");
   own.set({ generation: 5, ranges: LOW });
   t.equal(await w1.status, 410, "the first cache's unplaceable resume is refused");
   t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "the first cache relists");
@@ -114,7 +116,7 @@ t.test("Q3: inside the restart window, a second cache's resume from an RV this p
   // The second cache's reflector was backing off (connection refused during
   // the restart) and reconnects a few seconds later, well inside the first
   // minute: its resume point (14) is from the previous process.
-  await sleep(200);
+  clock.advance(5000);
   const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=14`);
   t.equal(await w2.status, 410, "the second cache's resume is just as unplaceable: refused");
   w1b.abort();
@@ -139,7 +141,6 @@ t.test("Q4: a client that aborts as its watch is narrowed never reads the DELETE
   own.set({ generation: 2, ranges: LOW });
   w.abort();
   await w.ended;
-  await sleep(200);
   t.equal(deletedCount(w), 0, "the client never processed z's DELETED (its cache: x, z; its RV: 10)");
   const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
   t.equal(await w2.status, 410, "its re-watch from 10 must relist: its cache still holds z");

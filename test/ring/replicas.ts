@@ -11,7 +11,7 @@ import type { Test } from "tap";
 import { seedPods, type KubeObject } from "../../src/devapi/index.ts";
 import { startPodReplica, type Replica } from "../../src/demo/replica.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
-import { contains, equal, union, type Range } from "../../src/shard/range.ts";
+import { contains, equal, ratio, union, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
 import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
@@ -71,6 +71,8 @@ export class ReplicaRing {
    * loaded machine cannot spare.
    */
   readonly #pods = new Map<string, { readonly id: string; readonly hash: bigint }>();
+  /** Per member, the ownership changes it published (generation 0: fenced), for a wait that times out. */
+  readonly #published = new Map<string, Array<{ readonly at: number; readonly generation: number; readonly owned: number }>>();
   readonly #unwatch: () => void;
 
   private constructor(env: RingEnv, opts: ReplicaRingOptions) {
@@ -113,6 +115,9 @@ export class ReplicaRing {
     const replica = await startPodReplica({ name, upstreamUrl: opts.upstreamUrl ?? this.env.api.url, resources: this.#resources, ownership: member, logger: log, ...(filtering === undefined ? {} : { filtering }) });
     const r = { member, replica };
     this.replicas.set(name, r);
+    const published: Array<{ at: number; generation: number; owned: number }> = [];
+    this.#published.set(name, published);
+    member.subscribe((next) => published.push({ at: clusterClock.now(), generation: next.generation, owned: ratio(next.ranges) }));
     this.#onReplica?.(name, r);
     await member.start();
   }
@@ -171,9 +176,28 @@ export class ReplicaRing {
       const { extra, missing } = this.cacheDiff(name);
       const pods = replica.proxy.proxy.stats().get("pods");
       const traffic = pods === undefined ? "no pod requests" : `${pods.lists} LISTs, ${pods.watches} WATCHes, ${pods.forcedRelists} forced relists, ${pods.narrowedWatches} narrowed`;
-      lines.push(this.env.describeMember(name, member), `  ${describeProxyHandoff(name)}; ${traffic}`, `  informer: ${cacheContents(replica).size} objects, ${extra.length} outside its ranges, ${missing.length} of its ranges missing`);
+      lines.push(
+        this.env.describeMember(name, member),
+        `  ${describeProxyHandoff(name)}; ${traffic}`,
+        `  ${this.#describeLedger(name, replica)}`,
+        `  informer: ${cacheContents(replica).size} objects, ${extra.length} outside its ranges, ${missing.length} of its ranges missing`,
+      );
     }
     return lines;
+  }
+
+  /**
+   * What the proxy's handoff ledger waits for right now (each owed lineage:
+   * how long owed, what of it is open or in flight, when its quiet bound
+   * lets it go), and the ownership the member published in the last 20 s: a
+   * run of generation 0 is a member fencing itself again and again.
+   */
+  #describeLedger(name: string, replica: Replica): string {
+    const h = replica.proxy.proxy.handoff();
+    const now = clusterClock.now();
+    const owed = h.waiting.map((o) => `${o.lineage} owed ${Math.round(o.owedMs)} ms (${o.open} open, ${o.inFlight} in flight, ${o.releaseInMs === undefined ? "busy" : `released in ${Math.round(o.releaseInMs)} ms`})`);
+    const published = (this.#published.get(name) ?? []).filter((p) => p.at >= now - 20_000).map((p) => `g${p.generation}:${p.owned.toFixed(2)}@-${Math.round(now - p.at)}ms`);
+    return `ledger: g${h.generation} epoch ${h.epoch}, ${h.applied ? "applied" : "not applied"}, ${h.held} held, owes ${owed.length === 0 ? "nothing" : owed.join("; ")}; published in the last 20 s: ${published.join(" ") || "nothing"}`;
   }
 
   /** Pod LISTs devapi has served so far (every informer's relists, through its proxy). */

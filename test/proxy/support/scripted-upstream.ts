@@ -11,6 +11,7 @@ import { startProxy } from "../../../src/proxy/run.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import { HashMatcher, shardRange, type Range } from "../../../src/shard/range.ts";
 import { parseResources } from "../../../src/shard/spec.ts";
+import { ManualClock } from "./manual-clock.ts";
 
 /** A uid whose hash lies in `inside` and outside `outside`. */
 export function uidIn(inside: readonly Range[], outside: readonly Range[], tag: string): string {
@@ -84,9 +85,9 @@ export function event(type: string, obj: Record<string, unknown>): string {
   return `${JSON.stringify({ type, object: obj })}\n`;
 }
 
-export function get(url: string): Promise<{ status: number; body: string }> {
+export function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    request(url, (res) => {
+    request(url, { headers }, (res) => {
       let body = "";
       res.on("data", (b: Buffer) => (body += b.toString()));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
@@ -98,25 +99,32 @@ export function get(url: string): Promise<{ status: number; body: string }> {
 
 export interface ClientWatch {
   events: Array<{ type: string; object: { metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> }; code?: number } }>;
+  /** Every line received, as sent. */
+  lines: string[];
   status: Promise<number>;
   ended: Promise<void>;
   abort(): void;
 }
 
-export function watch(url: string): ClientWatch {
+export function watch(url: string, headers: Record<string, string> = {}): ClientWatch {
   const events: ClientWatch["events"] = [];
+  const lines: string[] = [];
   let setStatus: (n: number) => void = () => {};
   const status = new Promise<number>((r) => (setStatus = r));
   let abort = (): void => {};
   const ended = new Promise<void>((resolve) => {
-    const req = request(url, (res) => {
+    const req = request(url, { headers }, (res) => {
       setStatus(res.statusCode ?? 0);
       let buf = "";
       res.on("data", (b: Buffer) => {
         buf += b.toString();
         const parts = buf.split("\n");
         buf = parts.pop() ?? "";
-        for (const l of parts) if (l !== "") events.push(JSON.parse(l) as ClientWatch["events"][number]);
+        for (const l of parts) {
+          if (l === "") continue;
+          lines.push(l);
+          events.push(JSON.parse(l) as ClientWatch["events"][number]);
+        }
       });
       res.on("end", () => resolve());
       res.on("close", () => resolve());
@@ -125,11 +133,16 @@ export function watch(url: string): ClientWatch {
     req.end();
     abort = () => req.destroy();
   });
-  return { events, status, ended, abort };
+  return { events, lines, status, ended, abort };
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Waits for a condition (polling); `ms` only bounds how long a test waits
+ * for one that never comes. Never a stand-in for the proxy's own bounds:
+ * those pass on the test's ManualClock.
+ */
 export async function until(p: () => boolean, ms = 3000): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -139,9 +152,15 @@ export async function until(p: () => boolean, ms = 3000): Promise<boolean> {
   return p();
 }
 
+/**
+ * The real proxy (synthetic deletes on) in front of a scripted upstream,
+ * on a ManualClock: its handoff bounds pass only by `clock.advance`.
+ */
 export async function setup(t: { teardown(fn: () => Promise<void>): void }, own: MutableOwnership, extra: Record<string, unknown> = {}) {
   const f = await fakeUpstream();
+  const clock = new ManualClock();
   const proxy = await startProxy({
+    clock,
     listen: { host: "127.0.0.1", port: 0 },
     upstream: makeUpstream(f.url),
     resources: parseResources("pods"),
@@ -155,7 +174,7 @@ export async function setup(t: { teardown(fn: () => Promise<void>): void }, own:
     await proxy.close();
     await f.close();
   });
-  return { f, proxy };
+  return { f, proxy, clock };
 }
 
 

@@ -1,0 +1,85 @@
+/**
+ * Per-shard leader election on the wire: requests naming the controller's
+ * lock are sent for `<name>-<identity>` (path and create/update bodies), and
+ * the answers renamed back (`lock-rename.ts` does the renaming), so every
+ * replica of an unmodified controller leads its own shard.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import type { ProxyServer } from "http-proxy-3";
+import { renameBody, type LockMatch } from "./lock-rename.ts";
+import { endToEndHeaders } from "./routing.ts";
+import { sendStatus } from "./status.ts";
+
+// A lock object is tiny; anything near etcd's 1.5 MiB object limit is not a lock.
+const MAX_LOCK_BODY_BYTES = 1536 * 1024;
+
+/** Reads a whole body up to the lock limit; `tooLarge` runs (once) instead of `done` past it. */
+function readSmall(body: Readable, tooLarge: () => void, done: (raw: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  body.on("data", (b: Buffer) => {
+    size += b.length;
+    if (size > MAX_LOCK_BODY_BYTES) {
+      if (!over) tooLarge();
+      over = true;
+      return;
+    }
+    chunks.push(b);
+  });
+  body.on("end", () => {
+    if (!over) done(Buffer.concat(chunks));
+  });
+}
+
+export class LockServing {
+  readonly #proxy: ProxyServer;
+  readonly #names = new WeakMap<ServerResponse, { name: string; renamed: string }>();
+
+  constructor(proxy: ProxyServer) {
+    this.#proxy = proxy;
+  }
+
+  /** Renames the lock in the request; {@link response} renames it back. */
+  serve(req: IncomingMessage, res: ServerResponse, m: LockMatch, name: string, renamed: string): void {
+    readSmall(
+      req,
+      () => {
+        req.destroy();
+        sendStatus(res, 413, "shardcar: leader-election lock request body too large", "RequestEntityTooLarge");
+      },
+      (raw) => {
+        if (res.headersSent) return;
+        // Creates and updates name the lock in the body too; a server refuses a
+        // body whose name differs from the path's.
+        const body = raw.length === 0 ? raw : (renameBody(raw, req.headers["content-type"], name, renamed) ?? raw);
+        req.url = `${m.path}${m.query}`;
+        if (req.method !== "GET" && req.method !== "DELETE") req.headers["content-length"] = String(body.length);
+        delete req.headers["transfer-encoding"];
+        this.#names.set(res, { name, renamed });
+        this.#proxy.web(req, res, { buffer: Readable.from([body]) });
+      },
+    );
+  }
+
+  response(proxyRes: IncomingMessage, res: ServerResponse): void {
+    const names = this.#names.get(res);
+    proxyRes.on("error", () => res.destroy());
+    readSmall(
+      proxyRes,
+      () => {
+        proxyRes.destroy();
+        sendStatus(res, 502, "shardcar: leader-election lock response too large");
+      },
+      (raw) => {
+        if (res.headersSent) return;
+        const body = names === undefined ? raw : (renameBody(raw, proxyRes.headers["content-type"], names.renamed, names.name) ?? raw);
+        const headers = endToEndHeaders(proxyRes);
+        headers["content-length"] = String(body.length);
+        res.writeHead(proxyRes.statusCode ?? 502, headers);
+        res.end(body);
+      },
+    );
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The proxy's three ways upstream, one http-proxy-3 instance each:
+ * pass-through (untouched, upgrades included), sharded LIST/WATCH (the
+ * response handled by the proxy, so it can filter), and the renamed
+ * leader-election lock (the response renamed back).
+ *
+ * Upstream requests always end when the controller goes away: a watch whose
+ * client left must not stay open upstream (design.md, data path §1).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { createProxyServer, type ProxyServer } from "http-proxy-3";
+import type { Logger } from "../log.ts";
+import { filterableAccept } from "./accept.ts";
+import { sendStatus } from "./status.ts";
+import type { Upstream } from "./upstream.ts";
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "trailer"]);
+
+/** An upstream response's end-to-end headers, to pass on to the client. */
+export function endToEndHeaders(proxyRes: IncomingMessage): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(proxyRes.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+  return headers;
+}
+
+export interface Routes {
+  readonly passthrough: ProxyServer;
+  readonly sharded: ProxyServer;
+  readonly locks: ProxyServer;
+  close(): void;
+}
+
+export function createRoutes(o: {
+  upstream: Upstream;
+  logger: Logger;
+  onSharded: (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => void;
+  onLock: (proxyRes: IncomingMessage, res: ServerResponse) => void;
+}): Routes {
+  const common = { target: o.upstream.url.href, agent: o.upstream.agent, changeOrigin: true, secure: true, xfwd: false };
+  const passthrough = createProxyServer({ ...common, ws: true });
+  const sharded = createProxyServer({ ...common, selfHandleResponse: true });
+  const locks = createProxyServer({ ...common, selfHandleResponse: true });
+  for (const p of [passthrough, sharded, locks]) {
+    p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
+      o.logger.warn({ err: err.message }, "upstream request failed");
+      if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
+      else res.destroy();
+    });
+  }
+  sharded.on("proxyReq", (proxyReq, req) => {
+    // The proxy must be able to read the body; it never inflates gzip.
+    proxyReq.removeHeader("accept-encoding");
+    const accept = filterableAccept(req.headers.accept);
+    if (accept !== undefined) proxyReq.setHeader("accept", accept);
+  });
+  sharded.on("proxyRes", (proxyRes, req, res) => o.onSharded(proxyRes, req, res));
+  locks.on("proxyReq", (proxyReq) => proxyReq.removeHeader("accept-encoding"));
+  locks.on("proxyRes", (proxyRes, _req, res) => o.onLock(proxyRes, res));
+  return {
+    passthrough,
+    sharded,
+    locks,
+    close() {
+      passthrough.close();
+      sharded.close();
+      locks.close();
+    },
+  };
+}
