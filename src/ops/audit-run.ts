@@ -144,8 +144,7 @@ export async function runLabelAudit(client: ApiClient, ring: LabelSlotRing, reso
     const namespace = typeof meta["namespace"] === "string" ? meta["namespace"] : "";
     const labels: Record<string, string> = {};
     if (isRecord(meta["labels"])) for (const [k, v] of Object.entries(meta["labels"])) if (typeof v === "string") labels[k] = v;
-    const refs = Array.isArray(meta["ownerReferences"]) ? meta["ownerReferences"].filter(isRecord).map((r) => ({ uid: r["uid"], controller: r["controller"] })) : undefined;
-    objects.push({ id: namespace === "" ? meta["name"] : `${namespace}/${meta["name"]}`, meta: { uid: typeof meta["uid"] === "string" ? meta["uid"] : undefined, namespace, ownerReferences: refs }, labels });
+    objects.push({ id: namespace === "" ? meta["name"] : `${namespace}/${meta["name"]}`, meta: { uid: typeof meta["uid"] === "string" ? meta["uid"] : undefined, namespace, ownerReferences: meta["ownerReferences"] }, labels });
   });
   return buildLabelAudit(ring, resource, objects, opts.examples);
 }

@@ -49,8 +49,7 @@ export function objectKey(item: unknown, key: ResourceKey): string | undefined {
   const meta = isRecord(item) && isRecord(item["metadata"]) ? item["metadata"] : undefined;
   if (meta === undefined) return undefined;
   const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
-  const refs = meta["ownerReferences"];
-  return keyValue({ uid: str(meta["uid"]), namespace: str(meta["namespace"]), ownerReferences: Array.isArray(refs) ? refs.filter(isRecord) : undefined }, key);
+  return keyValue({ uid: str(meta["uid"]), namespace: str(meta["namespace"]), ownerReferences: meta["ownerReferences"] }, key);
 }
 
 export interface ObjectRef {

@@ -123,7 +123,12 @@ export type ResourceKey = "uid" | "namespace" | "owner";
 export interface KeyMetadata {
   readonly uid?: string | undefined;
   readonly namespace?: string | undefined;
-  readonly ownerReferences?: readonly { readonly uid?: unknown; readonly controller?: unknown }[] | undefined;
+  /**
+   * As the object carries it, unchecked: anything but an array of objects
+   * holds no reference, as the scanners read it, so callers pass the
+   * decoded JSON as it is.
+   */
+  readonly ownerReferences?: unknown;
 }
 
 /**
@@ -134,8 +139,13 @@ export interface KeyMetadata {
  * the first wins, and every component (scanners included) must agree.
  */
 export function controllerOwnerUid(meta: KeyMetadata): string | undefined {
-  for (const ref of meta.ownerReferences ?? []) {
-    if (ref.controller === true && typeof ref.uid === "string") return ref.uid;
+  const refs = meta.ownerReferences;
+  if (!Array.isArray(refs)) return undefined;
+  for (const ref of refs as unknown[]) {
+    // Elements that are not objects are skipped, as the scanners skip them.
+    if (typeof ref !== "object" || ref === null || Array.isArray(ref)) continue;
+    const { uid, controller } = ref as { uid?: unknown; controller?: unknown };
+    if (controller === true && typeof uid === "string") return uid;
   }
   return undefined;
 }

@@ -130,9 +130,7 @@ export function reviewLabelAdmission(body: unknown, config: LabelSlotConfig | un
 function keyMetadata(metadata: JsonObject | undefined, old: JsonObject | undefined, namespace: string, update: boolean): KeyMetadata {
   let uid = update ? str(metadata?.["uid"]) : undefined;
   if (update && (uid === undefined || uid === "")) uid = str(old?.["uid"]);
-  const refs = metadata?.["ownerReferences"];
-  const ownerReferences = Array.isArray(refs) ? refs.map((r) => (isObject(r) ? { uid: r["uid"], controller: r["controller"] } : {})) : undefined;
-  return { uid, namespace, ownerReferences };
+  return { uid, namespace, ownerReferences: metadata?.["ownerReferences"] };
 }
 
 /**

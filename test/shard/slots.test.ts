@@ -98,6 +98,15 @@ t.test("a child's key value is its controller's uid, so it shares its uid-keyed 
   t.equal(keyValue({ uid: "self", ownerReferences: [{ uid: "x", controller: false }] }, "owner"), "self", "no controller: the object's own uid");
 });
 
+t.test("the owner key is total over decoded JSON: what is not a reference is skipped, as the scanners skip it", async (t) => {
+  const child = { uid: "self", ownerReferences: [null, "p", 3, ["x"], { uid: "p-uid", controller: true }] };
+  t.equal(keyValue(child, "owner"), "p-uid", "non-objects before the controller reference are skipped");
+  for (const refs of [{ uid: "p-uid", controller: true }, "refs", 4, null]) {
+    t.equal(keyValue({ uid: "self", ownerReferences: refs }, "owner"), "self", `ownerReferences ${JSON.stringify(refs)} holds no reference`);
+  }
+  t.equal(controllerOwnerUid({ ownerReferences: [{ uid: 7, controller: true }, { uid: "p", controller: true }] }), "p", "a controller reference without a string uid does not count");
+});
+
 t.test("a key value that needs a uid is unknown before the apiserver assigned one; a namespace never is", async (t) => {
   t.equal(keyValue({ namespace: "ns" }, "uid"), undefined);
   t.equal(keyValue({ namespace: "ns", uid: "" }, "owner"), undefined);
