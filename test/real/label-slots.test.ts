@@ -40,8 +40,9 @@ const RING = "web";
 const LABEL = `shard.shardcar.io/${RING}`;
 const SLOTS = 64;
 const GROUP = "slots.example.com";
-// The children are keyed by namespace until parseResources knows `owner` (the keys work).
-const SPEC = { filter: "labels", slots: SLOTS, resources: `gadgets.${GROUP}, widgets.${GROUP}=namespace` };
+// Parents by their own uid, children by their controller's: each child shares its parent's slot.
+const RESOURCES = `gadgets.${GROUP}, widgets.${GROUP}=owner`;
+const SPEC = { filter: "labels", slots: SLOTS, resources: RESOURCES };
 const path = (plural: string, name = ""): string => `/apis/${GROUP}/v1/namespaces/${NS}/${plural}${name === "" ? "" : `/${name}`}`;
 const RINGS = `/apis/shardcar.io/v1alpha1/namespaces/${NS}/shardrings`;
 const MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
@@ -72,11 +73,15 @@ const gadget = (name: string, labels?: Record<string, string>): KubeObject => ({
 const widget = (parent: KubeObject): KubeObject => ({
   apiVersion: `${GROUP}/v1`,
   kind: "Widget",
-  metadata: { generateName: `${parent.metadata?.name ?? ""}-`, ownerReferences: [{ apiVersion: `${GROUP}/v1`, kind: "Gadget", name: parent.metadata?.name ?? "", uid: parent.metadata?.uid ?? "", controller: true }] } as KubeObject["metadata"],
+  metadata: { generateName: `${parent.metadata?.name ?? ""}-`, ownerReferences: [{ apiVersion: `${GROUP}/v1`, kind: "Gadget", name: parent.metadata?.name ?? "", uid: parent.metadata?.uid ?? "", controller: true }] },
   spec: {},
 });
 const get = (plural: string, name: string): Promise<KubeObject> => callJson(server, "GET", path(plural, name));
-const want = (o: KubeObject, plural: string): string => (plural === "widgets" ? scanSlot(NS) : scanSlot(o.metadata?.uid ?? ""));
+/** The slot `o` must carry: its own uid's for a gadget, its controller's (the parent's) for a widget. */
+function want(o: KubeObject, plural: string): string {
+  const owner = plural === "widgets" ? o.metadata?.ownerReferences?.find((r) => r.controller === true)?.uid : undefined;
+  return scanSlot(owner ?? o.metadata?.uid ?? "");
+}
 
 interface Manager {
   readonly metrics: string;
@@ -100,7 +105,9 @@ async function startManager(rate: number): Promise<Manager> {
   }, 30_000);
   // A server-side dry run shows when the plugin calls it with a caBundle it trusts.
   await waitUntil("the plugin calls the webhook", async () => {
-    const probe = await callJson(server, "POST", `${path("widgets")}?dryRun=All`, { ...widget(gadget("probe")), metadata: { name: "probe" } }).catch(() => undefined);
+    // A child (its slot is known at CREATE) of a parent that need not exist: a dry run stores nothing.
+    const child = widget({ ...gadget("probe"), metadata: { name: "probe", uid: "00000000-0000-4000-8000-000000000000" } });
+    const probe = await callJson(server, "POST", `${path("widgets")}?dryRun=All`, { ...child, metadata: { ...child.metadata, name: "probe", generateName: undefined } }).catch(() => undefined);
     return probe?.metadata?.labels?.[LABEL] !== undefined;
   }, 30_000);
   return {
@@ -218,7 +225,8 @@ t.test("label slots through the real MutatingAdmissionWebhook plugin", { skip },
     t.same(copied.metadata?.labels, { app: "shop" }, "create-uid-keyed-copied-label-is-removed: a copied slot is removed, other labels kept");
     await waitUntil("then labelled right", async () => (await get("gadgets", "copied")).metadata?.labels?.[LABEL] === want(copied, "gadgets"), 30_000);
     const child = await callJson(server, "POST", path("widgets"), widget(parent));
-    t.equal(child.metadata?.labels?.[LABEL], want(child, "widgets"), "create-namespace-keyed: a child created with generateName is stored with its slot");
+    t.equal(child.metadata?.labels?.[LABEL], want(child, "widgets"), "create-owner-child-with-generate-name: a child created with generateName is stored with its slot");
+    t.equal(child.metadata?.labels?.[LABEL], scanSlot(parent.metadata?.uid ?? ""), "the parent's slot: parent and child share a shard");
     const dry = await callJson(server, "POST", `${path("widgets")}?dryRun=All`, widget(parent));
     t.equal(dry.metadata?.labels?.[LABEL], want(child, "widgets"), "create-dry-run-is-stamped-too");
     const cm = await callJson(server, "POST", `/api/v1/namespaces/${NS}/configmaps`, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "not-sharded" }, data: {} });
@@ -258,7 +266,7 @@ t.test("label slots through the real MutatingAdmissionWebhook plugin", { skip },
     await waitUntil("both labelled", async () => (await wrong("gadgets")).length === 0 && (await wrong("widgets")).length === 0, 60_000);
     t.equal((await audit()).code, 0);
     await t.test("preflight --filter labels passes the label checks now", async (t) => {
-      const r = await cli(["preflight", "--namespace", NS, "--resources", `gadgets.${GROUP}, widgets.${GROUP}=namespace`, "--filter", "labels", "--ring", RING, "--json"]);
+      const r = await cli(["preflight", "--namespace", NS, "--resources", RESOURCES, "--filter", "labels", "--ring", RING, "--json"]);
       const checks = (JSON.parse(r.out) as { checks: Array<{ id: string; status: string; summary: string }> }).checks;
       for (const id of [`slot-label/gadgets.${GROUP}`, `slot-label/widgets.${GROUP}`, "label-webhook"]) t.equal(checks.find((c) => c.id === id)?.status, "pass", id);
       t.notOk(checks.some((c) => c.id === "label-ring" && c.status === "fail"), "the ring is in labels mode and labels both");

@@ -15,8 +15,7 @@ import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/inde
 import { ApiClient, kubeConfigConnection } from "../../src/kube/client.ts";
 import { silentLogger } from "../../src/log.ts";
 import { runCoordinator } from "../../src/ring/coordinator.ts";
-import type { LabelSlotConfig } from "../../src/ring/label-slots.ts";
-import { Labeller, watchLabelSlotConfig, type LabelSlotSource } from "../../src/ring/labeller.ts";
+import { Labeller, watchLabelSlotConfig } from "../../src/ring/labeller.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";
@@ -44,14 +43,6 @@ function expectedSlot(o: KubeObject): string {
   return scanSlot(owner?.uid ?? o.metadata?.uid ?? "");
 }
 
-// Until parseResources knows `=owner` (the keys work), ring "web" gets its
-// owner-keyed children here, on top of what its ShardRing says.
-function withChildren(source: LabelSlotSource): LabelSlotSource {
-  const add = (c: LabelSlotConfig | undefined): LabelSlotConfig | undefined =>
-    c === undefined ? undefined : { ...c, rings: c.rings.map((r) => (r.name === "web" ? { ...r, resources: [...r.resources, { resource: "widgets", group: "example.com", key: "owner" as const }] } : r)) };
-  return { current: () => add(source.current()), subscribe: (fn) => source.subscribe(fn) };
-}
-
 interface Manager {
   readonly webhook: WebhookServer;
   readonly registry: Registry;
@@ -65,11 +56,10 @@ async function startManager(api: DevApi, ca: Awaited<ReturnType<typeof createLoc
   const client = new ApiClient(kubeConfigConnection(kc), (ms, fn) => clusterClock.timer(ms, fn));
   const log = silentLogger();
   const watch = watchLabelSlotConfig(client, undefined, clusterClock, log);
-  const slots = withChildren(watch);
   const tls = await ca.issue({ commonName: "shardcar-webhook.shardcar-system.svc", names: ["shardcar-webhook.shardcar-system.svc", "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
-  const webhook = await startWebhookServer({ host: "127.0.0.1", port, tls, config: testConfig(), logger: log, labelSlots: { config: () => slots.current() } });
+  const webhook = await startWebhookServer({ host: "127.0.0.1", port, tls, config: testConfig(), logger: log, labelSlots: { config: () => watch.current() } });
   const registry = new Registry();
-  const labeller = new Labeller({ api: client, source: slots, registry, clock: clusterClock, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50 } });
+  const labeller = new Labeller({ api: client, source: watch, registry, clock: clusterClock, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50 } });
   const abort = new AbortController();
   const coordinator = runCoordinator({ kubeConfig: kc, namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [labeller] }, abort.signal);
   return {
@@ -132,7 +122,7 @@ t.test("label slots on devapi: backfill, stamping at CREATE and UPDATE, an outag
   const parents = Array.from({ length: 30 }, (_, i) => api.store.create(GADGETS, gadget(`g${i}`)));
   for (const p of parents) api.store.create(WIDGETS, { ...widget(p), metadata: { ...widget(p).metadata, name: `${p.metadata?.name ?? ""}-child` } });
   t.equal(wrongly(api).length, 60, "60 objects start without a slot label");
-  api.store.create(SHARDRING_REF, { apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "web", namespace: NS }, spec: { filter: "labels", slots: SLOTS, resources: "gadgets.example.com" } });
+  api.store.create(SHARDRING_REF, { apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "web", namespace: NS }, spec: { filter: "labels", slots: SLOTS, resources: "gadgets.example.com, widgets.example.com=owner" } });
 
   let manager = await startManager(api, ca, 0);
   const port = manager.webhook.port;

@@ -93,9 +93,11 @@ export async function callJson<T = KubeObject>(target: Target, method: string, p
 
 export interface KubeMeta {
   name?: string;
+  generateName?: string;
   namespace?: string;
   uid?: string;
   resourceVersion?: string;
+  ownerReferences?: Array<{ apiVersion: string; kind: string; name: string; uid: string; controller?: boolean; blockOwnerDeletion?: boolean }>;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   continue?: string;
