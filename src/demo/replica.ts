@@ -54,13 +54,15 @@ export function kubeConfigFor(server: string, token: string, caPem: string): Kub
   return kc;
 }
 
-/** Starts a proxy and a pod informer behind it; resolves once the informer started. */
-export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
-  // The controller talks TLS to its proxy, as after injection: client-node
-  // refuses plain HTTP unless verification is off, and it must stay on.
+/**
+ * A replica's shardcar proxy on a loopback port, and the KubeConfig its
+ * controller uses to reach it: TLS with a CA of its own, as after injection
+ * (client-node refuses plain HTTP unless verification is off, and it must
+ * stay on), and the controller's bearer token.
+ */
+export async function startReplicaProxy(opts: ReplicaOptions): Promise<{ proxy: RunningProxy; kubeConfig: KubeConfig }> {
   const ca = await createLocalCa(`shardcar-demo-${opts.name}`, new Date(), 24 * 3600_000);
   const tls = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now: new Date(), validityMs: 24 * 3600_000 });
-  const waitForRangesMs = opts.waitForRangesMs ?? (opts.ownership instanceof StaticOwnership ? 0 : 30_000);
   const proxy = await startProxy({
     listen: { host: "127.0.0.1", port: 0 },
     tls,
@@ -71,10 +73,21 @@ export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
     fallback: opts.fallback ?? "filter",
     ...(opts.filtering === undefined ? {} : { filtering: opts.filtering }),
     syntheticDeletes: opts.syntheticDeletes ?? !(opts.ownership instanceof StaticOwnership),
-    waitForRangesMs,
+    waitForRangesMs: replicaWaitForRanges(opts),
     logger: opts.logger.child({ replica: opts.name }),
   });
-  const kc = kubeConfigFor(proxy.url, opts.token ?? `token-${opts.name}`, ca.certPem);
+  return { proxy, kubeConfig: kubeConfigFor(proxy.url, opts.token ?? `token-${opts.name}`, ca.certPem) };
+}
+
+/** As the sidecar: a ring member's proxy holds the first requests until it has ranges (30 s), a static one never. */
+function replicaWaitForRanges(opts: Pick<ReplicaOptions, "waitForRangesMs" | "ownership">): number {
+  return opts.waitForRangesMs ?? (opts.ownership instanceof StaticOwnership ? 0 : 30_000);
+}
+
+/** Starts a proxy and a pod informer behind it; resolves once the informer started. */
+export async function startPodReplica(opts: ReplicaOptions): Promise<Replica> {
+  const { proxy, kubeConfig: kc } = await startReplicaProxy(opts);
+  const waitForRangesMs = replicaWaitForRanges(opts);
   const core = kc.makeApiClient(CoreV1Api);
   const informer = makeInformer<V1Pod>(kc, "/api/v1/pods", () => core.listPodForAllNamespaces());
   // Errors (e.g. a relist refused with 503) must not crash the demo; the

@@ -12,17 +12,13 @@
 import t from "tap";
 import { Registry } from "prom-client";
 import { startDevApi, type DevApi, type KubeObject } from "../../src/devapi/index.ts";
-import { ApiClient, kubeConfigConnection } from "../../src/kube/client.ts";
-import { silentLogger } from "../../src/log.ts";
 import { runCoordinator } from "../../src/ring/coordinator.ts";
-import { Labeller, watchLabelSlotConfig } from "../../src/ring/labeller.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
-import { createLocalCa } from "../../src/pki/ca.ts";
-import { startWebhookServer, type WebhookServer } from "../../src/webhook/server.ts";
-import { testConfig } from "../webhook/support.ts";
+import { createLocalCa, type LocalCa } from "../../src/pki/ca.ts";
 import { clusterClock } from "../support/wait.ts";
 import { kubeConfig, SHARDRING_REF, TIMINGS, until } from "./harness.ts";
+import { startLabelSlotPieces, type LabelSlotPieces } from "./label-manager.ts";
 
 const NS = "shop";
 const LABEL = "shard.shardcar.io/web";
@@ -43,33 +39,21 @@ function expectedSlot(o: KubeObject): string {
   return scanSlot(owner?.uid ?? o.metadata?.uid ?? "");
 }
 
-interface Manager {
-  readonly webhook: WebhookServer;
-  readonly registry: Registry;
-  stop(): Promise<void>;
-}
+type Manager = Pick<LabelSlotPieces, "webhook" | "registry" | "hook" | "stop">;
 
-/** The manager's label-slot pieces, wired as `shardcar manager` wires them. */
-async function startManager(api: DevApi, ca: Awaited<ReturnType<typeof createLocalCa>>, port: number): Promise<Manager> {
-  const kc = kubeConfig(api.url);
-  // The cluster's clock, as every ring test's leader (test/support/quiet-clock.ts).
-  const client = new ApiClient(kubeConfigConnection(kc), (ms, fn) => clusterClock.timer(ms, fn));
-  const log = silentLogger();
-  const watch = watchLabelSlotConfig(client, undefined, clusterClock, log);
-  const tls = await ca.issue({ commonName: "shardcar-webhook.shardcar-system.svc", names: ["shardcar-webhook.shardcar-system.svc", "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
-  const webhook = await startWebhookServer({ host: "127.0.0.1", port, tls, config: testConfig(), logger: log, labelSlots: { config: () => watch.current() } });
-  const registry = new Registry();
-  const labeller = new Labeller({ api: client, source: watch, registry, clock: clusterClock, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50 } });
+/** The manager's label-slot pieces, with the labeller in the elected coordinator, as `shardcar manager` runs them. */
+async function startManager(api: DevApi, ca: LocalCa, port: number): Promise<Manager> {
+  const pieces = await startLabelSlotPieces(api, { ca, port });
   const abort = new AbortController();
-  const coordinator = runCoordinator({ kubeConfig: kc, namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [labeller] }, abort.signal);
+  const coordinator = runCoordinator({ kubeConfig: kubeConfig(api.url), namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [pieces.labeller] }, abort.signal);
   return {
-    webhook,
-    registry,
+    webhook: pieces.webhook,
+    registry: pieces.registry,
+    hook: pieces.hook,
     async stop() {
       abort.abort();
       await coordinator;
-      await webhook.close();
-      watch.stop();
+      await pieces.stop();
     },
   };
 }
@@ -127,17 +111,10 @@ t.test("label slots on devapi: backfill, stamping at CREATE and UPDATE, an outag
   let manager = await startManager(api, ca, 0);
   const port = manager.webhook.port;
   api.setMutatingWebhooks([
-    {
-      name: "slots.shardcar.io",
-      url: `https://127.0.0.1:${port}/label-slots`,
-      caBundle: ca.certPem,
-      serverName: "shardcar-webhook.shardcar-system.svc",
-      failurePolicy: "Ignore",
-      rules: [
-        { group: "example.com", resource: "gadgets", operations: ["CREATE", "UPDATE"] },
-        { group: "example.com", resource: "widgets", operations: ["CREATE", "UPDATE"] },
-      ],
-    },
+    manager.hook([
+      { group: "example.com", resource: "gadgets", operations: ["CREATE", "UPDATE"] },
+      { group: "example.com", resource: "widgets", operations: ["CREATE", "UPDATE"] },
+    ]),
   ]);
 
   await t.test("the backfill labels every existing object with its slot; children get their parent's", async (t) => {

@@ -7,14 +7,12 @@
  * lists them).
  */
 import { CoreV1Api, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
-import { kubeConfigFor } from "../../src/demo/replica.ts";
+import { startReplicaProxy } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
-import { StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
-import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import type { OwnershipSource } from "../../src/shard/ownership.ts";
+import type { RunningProxy } from "../../src/proxy/run.ts";
 import type { ShardedResource } from "../../src/shard/spec.ts";
-import { createLocalCa } from "../../src/pki/ca.ts";
 
 export type CoreResource = "pods" | "configmaps";
 
@@ -38,23 +36,8 @@ export async function startInformedReplica(opts: {
   readonly filtering?: ProxyFiltering;
   readonly informed: readonly CoreResource[];
 }): Promise<InformedReplica> {
-  const ca = await createLocalCa(`shardcar-test-${opts.name}`, new Date(), 24 * 3600_000);
-  const tls = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1", "localhost"], now: new Date(), validityMs: 24 * 3600_000 });
-  const dynamic = !(opts.ownership instanceof StaticOwnership);
-  const proxy = await startProxy({
-    listen: { host: "127.0.0.1", port: 0 },
-    tls,
-    admin: { host: "127.0.0.1", port: 0 },
-    upstream: makeUpstream(opts.upstreamUrl),
-    resources: opts.resources,
-    ownership: opts.ownership,
-    fallback: "filter",
-    ...(opts.filtering === undefined ? {} : { filtering: opts.filtering }),
-    syntheticDeletes: dynamic,
-    waitForRangesMs: 0,
-    logger: silentLogger(),
-  });
-  const kc = kubeConfigFor(proxy.url, `controller-${opts.name}`, ca.certPem);
+  // The ownership these tests give has its ranges from the start: nothing to wait for.
+  const { proxy, kubeConfig: kc } = await startReplicaProxy({ ...opts, token: `controller-${opts.name}`, logger: silentLogger(), waitForRangesMs: 0 });
   const core = kc.makeApiClient(CoreV1Api);
   const informers = new Map<CoreResource, Informer<KubernetesObject> & ObjectCache<KubernetesObject>>();
   let stopped = false;
