@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { request as httpsRequest } from "node:https";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { Logger } from "../log.ts";
 import { HashMatcher } from "../shard/range.ts";
 import { formatSelector, parseSelector } from "../shard/selector.ts";
@@ -549,6 +549,26 @@ type KubeObjectLike = StoredObject["object"];
 // plus its patch. More is a broken webhook, not a reason to buffer.
 const MAX_WEBHOOK_ANSWER_BYTES = 8 * 1024 * 1024;
 
+// Kept-alive connections per trust (caBundle, TLS name), as the apiserver's
+// webhook client keeps them: a handshake per write would dominate a test
+// that writes through a webhook in a loop. A few trusts per process at most;
+// the oldest is dropped past that.
+const webhookAgents = new Map<string, HttpsAgent>();
+function webhookAgent(hook: MutatingWebhook): HttpsAgent {
+  const key = JSON.stringify([hook.caBundle ?? "", hook.serverName ?? ""]);
+  let agent = webhookAgents.get(key);
+  if (agent === undefined) {
+    agent = new HttpsAgent({ keepAlive: true, ...(hook.caBundle === undefined ? {} : { ca: hook.caBundle }), ...(hook.serverName === undefined ? {} : { servername: hook.serverName }), rejectUnauthorized: true });
+    webhookAgents.set(key, agent);
+    for (const [k, a] of webhookAgents) {
+      if (webhookAgents.size <= 16) break;
+      a.destroy();
+      webhookAgents.delete(k);
+    }
+  }
+  return agent;
+}
+
 /** POSTs `review` to the webhook over verified HTTPS; resolves with the parsed answer. */
 function callWebhook(hook: MutatingWebhook, review: unknown): Promise<unknown> {
   const url = new URL(hook.url);
@@ -564,7 +584,7 @@ function callWebhook(hook: MutatingWebhook, review: unknown): Promise<unknown> {
         ...(hook.caBundle === undefined ? {} : { ca: hook.caBundle }),
         ...(hook.serverName === undefined ? {} : { servername: hook.serverName }),
         rejectUnauthorized: true,
-        agent: false,
+        agent: webhookAgent(hook),
       },
       (res) => {
         const chunks: Buffer[] = [];
