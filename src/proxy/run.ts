@@ -1,7 +1,8 @@
 /**
  * Assembles a running proxy: the loopback listener (HTTP or TLS) with its
- * front door (`front.ts`), the admin listener, metrics and the
- * {@link ShardProxy} handler. Used by
+ * front door (`front.ts`), the admin listener, metrics and the shard
+ * handler (`staged.ts`: one ShardProxy, or two when owner-keyed children
+ * must move in order with their parents). Used by
  * `shardcar proxy`, the demo, and end-to-end tests alike.
  */
 import type { Server } from "node:http";
@@ -16,7 +17,8 @@ import { createAdminServer, type AdminOptions, type ReadinessCheck } from "./adm
 import { indexResources } from "./classify.ts";
 import { createFront } from "./front.ts";
 import { ProxyMetrics } from "./metrics.ts";
-import { ShardProxy, type ShardProxyOptions } from "./server.ts";
+import type { ShardProxyOptions } from "./server.ts";
+import { createShardHandler, type ShardHandler } from "./staged.ts";
 
 export interface ListenAddress {
   readonly host: string;
@@ -42,7 +44,7 @@ export interface RunningProxy {
   /** e.g. `http://127.0.0.1:41234`. */
   readonly url: string;
   readonly adminUrl: string | undefined;
-  readonly proxy: ShardProxy;
+  readonly proxy: ShardHandler;
   readonly metrics: ProxyMetrics;
   /** Connections open on the proxy listener, TLS handshakes included. */
   openConnections(): number;
@@ -108,7 +110,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   const metrics = new ProxyMetrics(registry);
   // The listeners' part stays here: the handler is given only its own options.
   const { listen: _listen, admin: _admin, tls: _tls, registry: _registry, readiness: _readiness, ...handler } = cfg;
-  const proxy = new ShardProxy({ ...handler, metrics });
+  const proxy = createShardHandler({ ...handler, metrics });
   // No request reaches the proxy's handlers but through the front (target
   // made the forwarded one, sharded upgrades refused, throws answered 500).
   const front = createFront({ handle: proxy.handle, handleUpgrade: proxy.handleUpgrade, index: indexResources(cfg.resources), logger: cfg.logger, metrics });
