@@ -18,7 +18,7 @@ import { contains, shardRange } from "../../src/shard/range.ts";
 import { createLocalCa, type LocalCa } from "../../src/pki/ca.ts";
 import { clusterClock } from "../support/wait.ts";
 import { kubeConfig, SHARDRING_REF, TIMINGS, until } from "./harness.ts";
-import { startLabelSlotPieces, type LabelSlotPieces } from "./label-manager.ts";
+import { startLabelSlotPieces, type LabelSlotPieces } from "../support/label-slot-manager.ts";
 
 const NS = "shop";
 const LABEL = "shard.shardcar.io/web";
@@ -43,7 +43,7 @@ type Manager = Pick<LabelSlotPieces, "webhook" | "registry" | "hook" | "stop">;
 
 /** The manager's label-slot pieces, with the labeller in the elected coordinator, as `shardcar manager` runs them. */
 async function startManager(api: DevApi, ca: LocalCa, port: number): Promise<Manager> {
-  const pieces = await startLabelSlotPieces(api, { ca, port });
+  const pieces = await startLabelSlotPieces(kubeConfig(api.url), { ca, port });
   const abort = new AbortController();
   const coordinator = runCoordinator({ kubeConfig: kubeConfig(api.url), namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [pieces.labeller] }, abort.signal);
   return {

@@ -9,6 +9,7 @@ import { kubeConfigFor } from "../../../src/demo/replica.ts";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership, type OwnershipSource } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
+import type { ProxyFiltering } from "../../../src/proxy/filtering.ts";
 import type { Fallback } from "../../../src/settings/pod-settings.ts";
 import { makeUpstream } from "../../../src/proxy/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
@@ -26,6 +27,10 @@ export interface ProxyOptions {
   readonly tls?: boolean;
   /** Narrow without relists (ring mode's default in the sidecar); off unless set. */
   readonly syntheticDeletes?: boolean;
+  /** How the server is asked to filter; default shardselector. */
+  readonly filtering?: ProxyFiltering;
+  /** Hold the first sharded requests until the ring gives ranges (the sidecar's 30 s in ring mode); default 0. */
+  readonly waitForRangesMs?: number;
 }
 
 export interface LaneProxy {
@@ -53,6 +58,8 @@ export async function startRealProxy(env: RealApiEnv, opts: ProxyOptions): Promi
     fallback: opts.fallback ?? "filter",
     logger: silentLogger(),
     ...(opts.syntheticDeletes === undefined ? {} : { syntheticDeletes: opts.syntheticDeletes }),
+    ...(opts.filtering === undefined ? {} : { filtering: opts.filtering }),
+    ...(opts.waitForRangesMs === undefined ? {} : { waitForRangesMs: opts.waitForRangesMs }),
     ...brokenProxyOptions(),
   });
   return { proxy, target: { url: proxy.url, token: env.token, ...(caPem === undefined ? {} : { caPem }) } };
