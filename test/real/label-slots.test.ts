@@ -92,7 +92,8 @@ interface Manager {
 /** `shardcar manager` as the Deployment runs it, until `stop`; resolves once the plugin's calls reach it. */
 async function startManager(rate: number): Promise<Manager> {
   const abort = new AbortController();
-  const c = captureIo(abort.signal);
+  // Its credentials as in a pod's environment (the manager has no --kubeconfig).
+  const c = captureIo(abort.signal, { KUBECONFIG: env.kubeconfig });
   const out = (): string => c.out() + c.err();
   const exit = main(
     ["manager", "--image", "ghcr.io/shardcar/shardcar:test", "--webhook-listen", `127.0.0.1:${PORT}`, "--metrics-listen", "127.0.0.1:0", "--namespace", "shardcar-system", "--label-rate", String(rate), "--label-burst", "1", "--log-level", "warn"],
