@@ -17,6 +17,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { formatResources } from "../shard/spec.ts";
 import { classify, indexResources, type ResourceIndex } from "./classify.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { ShardProxy, type HandoffView, type ResourceStats, type ShardProxyOptions } from "./server.ts";
@@ -37,6 +38,7 @@ export function createShardHandler(opts: ShardProxyOptions): ShardHandler {
   const dependents = opts.resources.filter((r) => r.key === "owner");
   const owners = opts.resources.filter((r) => r.key !== "owner");
   if (opts.ownership.markApplied === undefined || dependents.length === 0 || owners.length === 0) return new ShardProxy(opts);
+  opts.logger.info({ owners: formatResources(owners), dependents: formatResources(dependents) }, "owner-keyed children and their parents move in order: children gain ranges first, parents lose them first (the parents relist at every change)");
   return new StagedShardProxy(opts, owners, dependents);
 }
 
