@@ -55,6 +55,8 @@ const LIST_CHUNK_BYTES = 256 * 1024;
 export interface RequestRecord {
   method: string;
   url: string;
+  /** The `Audit-Id` its answer carries, as the apiserver's: names the request an answer is to. */
+  auditId: string;
   authorization?: string;
   /** Set when the request was served as a LIST or WATCH of a whole collection (not one named object): what the server read it as. */
   served?: { verb: "list" | "watch"; resource: string };
@@ -137,8 +139,10 @@ export class DevApiHandler {
     return effectiveGate(this.gateMode, this.gateIndex++);
   }
 
-  private record(req: IncomingMessage): RequestRecord {
-    const r: RequestRecord = { method: req.method ?? "GET", url: req.url ?? "/" };
+  private record(req: IncomingMessage, res: ServerResponse): RequestRecord {
+    const r: RequestRecord = { method: req.method ?? "GET", url: req.url ?? "/", auditId: randomUUID() };
+    // One id per request, on every answer to it (errors included), as the apiserver's audit filter sets it.
+    res.setHeader("Audit-Id", r.auditId);
     const auth = req.headers.authorization;
     if (auth !== undefined) r.authorization = auth;
     const list = this.stats.requests;
@@ -190,7 +194,7 @@ export class DevApiHandler {
   }
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const record = this.record(req);
+    const record = this.record(req, res);
     const url = requestUrl(req.url ?? "/");
     const pretty = wantsPretty(url.searchParams, req.headers["user-agent"]);
     const store = this.o.store;
@@ -663,7 +667,7 @@ function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, 
 const COMMA = Buffer.from(",");
 
 function baseHeaders(): Record<string, string> {
-  return { "Audit-Id": randomUUID(), "Cache-Control": "no-cache, private", "Content-Type": TYPE_JSON };
+  return { "Cache-Control": "no-cache, private", "Content-Type": TYPE_JSON };
 }
 
 /** Writes parts in ~256 KiB chunks, waiting for `drain`; stops quietly if the client goes away. */

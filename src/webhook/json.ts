@@ -41,6 +41,24 @@ export function stringMap(v: JsonValue | undefined): Readonly<Record<string, str
   return out;
 }
 
+/**
+ * How deeply `v` nests objects and arrays (a scalar is 0), counted without
+ * recursion and only up to `limit + 1`: a caller that copies or compares
+ * recursively asks first whether the stack will hold.
+ */
+export function nestingDepth(v: JsonValue, limit: number): number {
+  let deepest = 0;
+  const stack: Array<{ value: JsonValue; depth: number }> = [{ value: v, depth: 0 }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const { value, depth } = top;
+    if (value === null || typeof value !== "object") continue;
+    if (depth + 1 > deepest) deepest = depth + 1;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(value) ? value : Object.values(value)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return deepest;
+}
+
 /** Deep copy of parsed JSON (structuredClone keeps exactly the JSON shapes). */
 export function cloneJson<T extends JsonValue>(v: T): T {
   return structuredClone(v);

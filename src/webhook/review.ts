@@ -9,7 +9,7 @@
  */
 import { decideInjection, type SkipReason } from "./decide.ts";
 import type { InjectorConfig } from "./config.ts";
-import { isObject, obj, str, type JsonObject } from "./json.ts";
+import { isObject, nestingDepth, obj, str, type JsonObject } from "./json.ts";
 import { buildInjectionPatch } from "./patch.ts";
 import { ADMISSION_API_VERSION, allowed, completeReview, denied, errored, patched, type AdmissionReviewResponse } from "./response.ts";
 
@@ -26,6 +26,13 @@ export interface ReviewResult {
   /** For log lines: `namespace/name` or `namespace/generateName*`. */
   readonly pod?: string;
 }
+
+/**
+ * The deepest Pod answered. A real Pod nests about 20 levels (managedFields'
+ * fieldsV1 mirrors the spec); the copy and the diff the patch is built with
+ * recurse, and exhaust the stack at about 2,000 levels. 256 is far from both.
+ */
+const MAX_POD_DEPTH = 256;
 
 /** Answers one parsed AdmissionReview body. Pure apart from CPU; never throws. */
 export function reviewPodAdmission(body: unknown, config: InjectorConfig): ReviewResult {
@@ -57,6 +64,9 @@ export function reviewPodAdmission(body: unknown, config: InjectorConfig): Revie
     }
     const pod = obj(request["object"]);
     if (pod === undefined) return fail(400, "AdmissionReview request has no object (the Pod)");
+    if (nestingDepth(pod, MAX_POD_DEPTH) > MAX_POD_DEPTH) {
+      return fail(400, `AdmissionReview request.object is nested more than ${MAX_POD_DEPTH} levels deep: no Pod the apiserver decodes is (the webhook copies and compares the Pod, which a deeper one would not survive)`);
+    }
     const namespace = str(request["namespace"]);
     const where = describePod(pod, namespace);
 

@@ -223,7 +223,7 @@ t.test("requireToken: 401 without a bearer token; every request's Authorization 
   t.equal((await call(api, "GET", "/healthz")).status, 200, "health is exempt");
   const auths = api.stats.requests.map((r) => r.authorization);
   t.same(auths, [undefined, "Bearer wrong", "Bearer s3cret", undefined]);
-  t.same(api.stats.requests[2], { method: "GET", url: "/api/v1/pods", authorization: "Bearer s3cret", served: { verb: "list", resource: "pods" } });
+  t.match(api.stats.requests[2], { method: "GET", url: "/api/v1/pods", authorization: "Bearer s3cret", served: { verb: "list", resource: "pods" }, auditId: /^[0-9a-f-]{36}$/ });
   t.equal(api.stats.lists.get("pods"), 1, "only the authorised LIST is counted");
 });
 

@@ -91,3 +91,12 @@ t.test("an integer option is read as ParseInt reads an int64: beyond its range a
   });
   t.match(seen, /"type":"ADDED".*written-after-it-opened/, "the event written after the watch opened reached the client");
 });
+
+t.test("every answer carries the Audit-Id of the request it answers, as its record names it", async (t) => {
+  const api = await withApi(t);
+  seedPods(api, { count: 2, namespaces: ["a"] });
+  const replies = [await call(api, "GET", "/api/v1/pods"), await call(api, "GET", "/api/v1/namespaces/a/pods/nothing"), await call(api, "GET", "/api/v1/namespaces/%zz/pods"), await call(api, "GET", "/api/v1/pods?watch=1&timeoutSeconds=1")];
+  t.same(replies.map((r) => r.status), [200, 404, 400, 200]);
+  t.same(replies.map((r) => r.headers["audit-id"]), api.stats.requests.map((r) => r.auditId), "one id per request, on its answer, errors included");
+  t.equal(new Set(api.stats.requests.map((r) => r.auditId)).size, 4, "and no two alike");
+});

@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { reviewPodAdmission } from "../../src/webhook/review.ts";
 import { MAX_REVIEW_BYTES } from "../../src/webhook/server.ts";
+import { deeplyNested, deeplyNestedText } from "../support/fuzz/json-mutate.ts";
 import { reviewFor, startTestWebhook, testConfig, type HttpAnswer } from "./support.ts";
 
 const POD = JSON.parse(readFileSync(fileURLToPath(new URL("./testdata/inject/controller-runtime-manager.pod.json", import.meta.url)), "utf8")) as unknown;
@@ -102,6 +103,13 @@ const malformed: Array<{ name: string; headers?: Record<string, string>; body: s
     uid: "u-3",
   },
   {
+    name: "a Pod nested deeper than any the apiserver decodes",
+    body: JSON.stringify(reviewFor({ ...(POD as Record<string, unknown>), spec: { deep: "DEEP" } }, { uid: "u-5" })).replace('"DEEP"', deeplyNestedText(5000, "object")),
+    code: 400,
+    message: /request.object is nested more than 256 levels deep/,
+    uid: "u-5",
+  },
+  {
     name: "a Pod request without the object",
     body: JSON.stringify({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: { uid: "u-4", kind: { group: "", version: "v1", kind: "Pod" }, operation: "CREATE" } }),
     code: 400,
@@ -122,6 +130,15 @@ for (const m of malformed) {
     t.match(review.response.status?.message, m.message);
   });
 }
+
+t.test("a Pod nested deep, but no deeper than the limit, is answered as any other", async (t) => {
+  const pod = POD as { metadata: Record<string, unknown>; spec: Record<string, unknown> };
+  const deep = { ...pod, spec: { ...pod.spec, deep: deeplyNested(200, "object") } };
+  const a = reviewPodAdmission(reviewFor(deep, { uid: "deep-ok" }), testConfig());
+  const b = reviewPodAdmission(reviewFor(POD, { uid: "deep-ok" }), testConfig());
+  t.equal(a.outcome.result, b.outcome.result, `as the same Pod without the nesting: ${a.outcome.result}`);
+  t.equal(a.review.response.allowed, b.review.response.allowed);
+});
 
 t.test("application/json with a charset parameter is accepted", async (t) => {
   const w = await startTestWebhook(t);

@@ -3,9 +3,9 @@
  * proxy's own reading of the request:
  * - the bytes back are HTTP responses (or nothing: a clean close);
  * - no answer is the listener guard's 500 (a handler threw) or a 502;
- * - a request that devapi served as a LIST or WATCH of a sharded collection
- *   (devapi's own record of what it served, found by the request's token)
- *   was filtered by the proxy (it carries `x-shardcar-generation`), and every
+ * - an answer to a request that devapi served as a LIST or WATCH of a
+ *   sharded collection (devapi's own record of what it served, found by the
+ *   answer's `Audit-Id`, which the proxy passes on) was filtered by the proxy (it carries `x-shardcar-generation`), and every
  *   object in it, decoded from JSON or protobuf, hashes into the ranges the
  *   proxy enforced for that generation (for a watch: any generation from its
  *   own to the newest, since a watch lives across range changes).
@@ -16,7 +16,6 @@ import { contains, normalize, type Range } from "../../../src/shard/range.ts";
 import type { ShardKey } from "../../../src/shard/selector.ts";
 import { parseResponses, type ExchangeResult, type ParsedResponse } from "../../support/fuzz/raw-http.ts";
 import { decodeEvent, decodeList, splitFrames, type K8sProto } from "../../support/proto/k8s.ts";
-import type { Plan } from "./http-mutate.ts";
 
 export interface ProxyUnderTest {
   readonly name: string;
@@ -78,15 +77,19 @@ function completeFrames(b: Buffer): Buffer {
   return b.subarray(0, o);
 }
 
-/** What the judgement needs of a plan: each request's method (a HEAD's answer has no body) and token. */
-export type Judged = Pick<Plan, "tokens"> & { readonly messages: ReadonlyArray<{ readonly method: string }> };
+/** What the judgement needs of a plan: each request's method (a HEAD's answer has no body). */
+export interface Judged {
+  readonly messages: ReadonlyArray<{ readonly method: string }>;
+}
 
 export function judgeExchange(plan: Judged, result: ExchangeResult, records: readonly RequestRecord[], target: ProxyUnderTest, pb: K8sProto): string[] {
   const problems: string[] = [];
   const parsed = parseResponses(result.received, plan.messages.map((m) => m.method), result.serverClosed);
   if (parsed.malformed !== undefined) problems.push(`${target.name}: the answer is not HTTP: ${parsed.malformed}`);
-  const byToken = new Map<string, RequestRecord>();
-  for (const rec of records) if (rec.authorization !== undefined) byToken.set(rec.authorization, rec);
+  // By the answer's id, not its place: a message may get no answer (node
+  // skips empty lines before a request line) or two (bytes that end it early).
+  const byAuditId = new Map<string, RequestRecord>();
+  for (const rec of records) byAuditId.set(rec.auditId, rec);
   const newest = Math.max(...target.history.keys());
   parsed.responses.forEach((r, k) => {
     const text = r.body.subarray(0, 4096).toString("utf8");
@@ -96,14 +99,15 @@ export function judgeExchange(plan: Judged, result: ExchangeResult, records: rea
     // closes idle ones after 5 s).
     if (r.status === 502 && !/apiserver unreachable: (socket hang up|read ECONNRESET|write EPIPE)/.test(text)) problems.push(`${target.name}: 502 from the proxy: ${text.slice(0, 300)}`);
     if (r.status !== 200) return;
-    const token = plan.tokens[k];
-    const rec = token === undefined ? undefined : byToken.get(`Bearer ${token}`);
+    const auditId = r.headers.get("audit-id")?.[0];
+    // An answer without one is the proxy's own: it carries no objects.
+    const rec = auditId === undefined ? undefined : byAuditId.get(auditId);
     const served = rec?.served;
     const key = served === undefined ? undefined : target.keys.get(served.resource);
     if (served === undefined || key === undefined) return;
     const gen = r.headers.get("x-shardcar-generation")?.[0];
     if (gen === undefined) {
-      problems.push(`${target.name}: devapi served request ${k} (${rec?.url.slice(0, 200)}) as a ${served.verb} of ${served.resource}, but the proxy passed it through unfiltered`);
+      problems.push(`${target.name}: devapi served the request of answer ${k} (${rec?.url.slice(0, 200)}) as a ${served.verb} of ${served.resource}, but the proxy passed it through unfiltered`);
       return;
     }
     const g = Number(gen);

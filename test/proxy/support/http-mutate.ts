@@ -14,7 +14,7 @@ import { cloneRequest, serialize, type RequestModel } from "./fuzz-corpus.ts";
 export interface Plan {
   /** The requests, for the description and for reading the answers (a HEAD has no body). */
   readonly messages: readonly RequestModel[];
-  /** The tokens each message carries in `Authorization`, in order: how devapi's records name them. */
+  /** The tokens each message carries in `Authorization`, in order (the controller's own credentials, which the proxy forwards). */
   readonly tokens: readonly string[];
   readonly writes: readonly Buffer[];
   readonly gapMs: number;

@@ -57,9 +57,9 @@ export interface RawRow {
   readonly want?: readonly number[];
 }
 
-/** The row's messages on the wire; `head(m, k)` may fill in the k-th head. */
-export function rawBytes(messages: readonly RawMessage[], head: (m: RawMessage, k: number) => string = (m) => m.head): Buffer {
-  return Buffer.concat(messages.map((m, k) => Buffer.from(`${head(m, k)}\r\n\r\n${m.body ?? ""}`, "latin1")));
+/** The row's messages on the wire. */
+export function rawBytes(messages: readonly RawMessage[]): Buffer {
+  return Buffer.concat(messages.map((m) => Buffer.from(`${m.head}\r\n\r\n${m.body ?? ""}`, "latin1")));
 }
 
 /** Runs a row against `ep`: its bytes, then its client behaviour. */
