@@ -100,7 +100,8 @@ function upstreamIdle(targets: readonly Target[], api: DevApi): boolean {
 }
 
 function drainState(targets: readonly Target[], api: DevApi): string {
-  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${api.stats.openWatches}`;
+  const watches = api.stats.openWatchUrls;
+  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}`;
 }
 
 async function failures(targets: readonly Target[]): Promise<string[]> {
