@@ -199,7 +199,7 @@ t.test("every request the listener can receive gets an answer or a clean close, 
       description: `to the ${target.name} proxy (${target.endpoint.tls === undefined ? "plain HTTP" : "TLS"})\n${describePlan(plan)}`,
       requests: plan.messages.length,
       run: async () => {
-        const p = judgeExchange(plan, await exchange(target.endpoint, plan, plan.messages.map((m) => m.method)), api.stats.requests, target, pb);
+        const p = judgeExchange(plan, await exchange(target.endpoint, plan, plan.methods), api.stats.requests, target, pb);
         // One case at a time (a reproduction), each must release what it opened: this names the case that leaks.
         if (settings.concurrency === 1 && !(await eventually(() => upstreamIdle(targets, api) && targets.every((x) => x.running.openConnections() === 0), 5000))) p.push(`the proxy kept connections or upstream requests open after the client left (${drainState(targets, api)})`);
         return p;

@@ -77,14 +77,14 @@ function completeFrames(b: Buffer): Buffer {
   return b.subarray(0, o);
 }
 
-/** What the judgement needs of a plan: each request's method (a HEAD's answer has no body). */
+/** What the judgement needs of a plan: the method of each request on the wire (a HEAD's answer has no body). */
 export interface Judged {
-  readonly messages: ReadonlyArray<{ readonly method: string }>;
+  readonly methods: readonly string[];
 }
 
 export function judgeExchange(plan: Judged, result: ExchangeResult, records: readonly RequestRecord[], target: ProxyUnderTest, pb: K8sProto): string[] {
   const problems: string[] = [];
-  const parsed = parseResponses(result.received, plan.messages.map((m) => m.method), result.serverClosed);
+  const parsed = parseResponses(result.received, plan.methods, result.serverClosed);
   if (parsed.malformed !== undefined) problems.push(`${target.name}: the answer is not HTTP: ${parsed.malformed}`);
   // By the answer's id, not its place: a message may get no answer (node
   // skips empty lines before a request line) or two (bytes that end it early).
