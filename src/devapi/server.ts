@@ -71,6 +71,8 @@ export interface DevApiStats {
   readonly requests: RequestRecord[];
   /** Watch streams currently open. */
   readonly openWatches: number;
+  /** The request target of each open watch stream: what a leak names. */
+  readonly openWatchUrls: readonly string[];
 }
 
 export interface HandlerOptions {
@@ -103,7 +105,8 @@ export class DevApiHandler {
   private readonly o: HandlerOptions;
   private gateMode: GateMode = "on";
   private gateIndex = 0;
-  private readonly sessions = new Set<WatchSession>();
+  /** Open watch streams, and the request target each serves. */
+  private readonly sessions = new Map<WatchSession, string>();
   readonly stats: DevApiStats;
 
   constructor(o: HandlerOptions, gate: GateMode) {
@@ -116,6 +119,9 @@ export class DevApiHandler {
       requests: [],
       get openWatches() {
         return sessions.size;
+      },
+      get openWatchUrls() {
+        return [...sessions.values()];
       },
     };
   }
@@ -132,7 +138,7 @@ export class DevApiHandler {
 
   /** Ends every open watch stream. */
   closeWatches(): void {
-    for (const s of [...this.sessions]) s.close();
+    for (const s of [...this.sessions.keys()]) s.close();
   }
 
   private nextGate(): EffectiveGate {
@@ -373,7 +379,7 @@ export class DevApiHandler {
     if (r.name === undefined) record.served = { verb: q.watch ? "watch" : "list", resource: def.group === "" ? def.resource : `${def.resource}.${def.group}` };
     if (q.watch) {
       bump(this.stats.watches, r.state.def.resource);
-      this.watch(res, r, q, format);
+      this.watch(res, r, q, format, req.url ?? "/");
       return;
     }
     bump(this.stats.lists, r.state.def.resource);
@@ -426,7 +432,7 @@ export class DevApiHandler {
     await writeChunked(res, parts);
   }
 
-  private watch(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat): void {
+  private watch(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat, url: string): void {
     const state = r.state;
     const store = this.o.store;
     const gate = this.nextGate();
@@ -462,7 +468,7 @@ export class DevApiHandler {
       },
     });
     if (session.isClosed) return;
-    this.sessions.add(session);
+    this.sessions.set(session, url);
 
     // Everything from here to subscribing is synchronous: no write can slip between the snapshot (or replay) and the live feed.
     if (initial) {

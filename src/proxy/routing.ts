@@ -48,6 +48,19 @@ export function createRoutes(o: {
       else res.destroy();
     });
   }
+  // An upgrade the apiserver answers without upgrading (a log with
+  // follow=true streams on) is relayed by http-proxy-3, which never ends it
+  // when the client leaves: its request upstream would stay open for good.
+  passthrough.on("proxyReqWs", (proxyReq, _req, socket) => {
+    proxyReq.once("response", (proxyRes: IncomingMessage) => {
+      const stop = (): void => {
+        proxyRes.destroy();
+        socket.destroy();
+      };
+      socket.once("end", stop);
+      socket.once("close", stop);
+    });
+  });
   sharded.on("proxyReq", (proxyReq, req) => {
     // The proxy must be able to read the body; it never inflates gzip.
     proxyReq.removeHeader("accept-encoding");

@@ -33,15 +33,23 @@ const records: RequestRecord[] = [
 const event = (uid: string): string => `${JSON.stringify({ type: "ADDED", object: { metadata: { uid } } })}\n`;
 
 t.test("an answer is judged against the request it answers, found by its Audit-Id", async (t) => {
-  // Three messages, the first only empty lines: two answers, to the watch (filtered) and to discovery (not sharded).
+  // Three messages, the first only empty lines (no request): two answers, to the watch (filtered) and to discovery (not sharded).
   const watch = response({ "audit-id": "watch-id", "content-type": "application/json", "x-shardcar-generation": "0" }, event(inside));
   const discovery = response({ "audit-id": "discovery-id", "content-type": "application/json" }, '{"kind":"APIResourceList"}');
-  const three = { messages: [{ method: "GET" }, { method: "GET" }, { method: "GET" }] };
+  const three = { methods: ["GET", "GET"] };
   t.same(judgeExchange(three, { received: Buffer.from(watch + discovery), serverClosed: false, error: undefined }, records, target, pb), [], "the discovery answer is not taken for the watch's");
   // The watch's own answer, unfiltered and out of range, is still caught wherever it stands.
   const leak = response({ "audit-id": "watch-id", "content-type": "application/json" }, event(outside));
   const problems = judgeExchange(three, { received: Buffer.from(discovery + leak), serverClosed: false, error: undefined }, records, target, pb);
   t.match(problems, [/devapi served the request of answer 1 \(\/api\/v1\/pods\?watch=1\) as a watch of pods, but the proxy passed it through unfiltered/]);
   const filtered = response({ "audit-id": "watch-id", "content-type": "application/json", "x-shardcar-generation": "0" }, event(outside));
-  t.match(judgeExchange({ messages: [{ method: "GET" }] }, { received: Buffer.from(filtered), serverClosed: false, error: undefined }, records, target, pb), [/delivered an object whose uid .* is outside the proxy's ranges/], "and an out-of-range object in a filtered one");
+  t.match(judgeExchange({ methods: ["GET"] }, { received: Buffer.from(filtered), serverClosed: false, error: undefined }, records, target, pb), [/delivered an object whose uid .* is outside the proxy's ranges/], "and an out-of-range object in a filtered one");
+});
+
+t.test("a 502 is a finding unless it is the apiserver closing a kept-alive connection as the request went out on it", async (t) => {
+  const bad = (message: string): string[] =>
+    judgeExchange({ methods: ["GET"] }, { received: Buffer.from(response({ "content-type": "application/json" }, JSON.stringify({ kind: "Status", code: 502, message })).replace("200 OK", "502 Bad Gateway")), serverClosed: false, error: undefined }, records, target, pb);
+  // Each way node reports that race, by where the reset met the request (the long run of 2026-12-01 met "write ECONNRESET").
+  for (const race of ["socket hang up", "read ECONNRESET", "write ECONNRESET", "write EPIPE"]) t.same(bad(`shardcar: apiserver unreachable: ${race}`), [], race);
+  t.match(bad("shardcar: apiserver unreachable: connect ECONNREFUSED 127.0.0.1:1"), [/502 from the proxy/], "any other 502 is one");
 });

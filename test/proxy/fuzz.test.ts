@@ -100,7 +100,8 @@ function upstreamIdle(targets: readonly Target[], api: DevApi): boolean {
 }
 
 function drainState(targets: readonly Target[], api: DevApi): string {
-  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${api.stats.openWatches}`;
+  const watches = api.stats.openWatchUrls;
+  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}`;
 }
 
 async function failures(targets: readonly Target[]): Promise<string[]> {
@@ -198,7 +199,7 @@ t.test("every request the listener can receive gets an answer or a clean close, 
       description: `to the ${target.name} proxy (${target.endpoint.tls === undefined ? "plain HTTP" : "TLS"})\n${describePlan(plan)}`,
       requests: plan.messages.length,
       run: async () => {
-        const p = judgeExchange(plan, await exchange(target.endpoint, plan, plan.messages.map((m) => m.method)), api.stats.requests, target, pb);
+        const p = judgeExchange(plan, await exchange(target.endpoint, plan, plan.methods), api.stats.requests, target, pb);
         // One case at a time (a reproduction), each must release what it opened: this names the case that leaks.
         if (settings.concurrency === 1 && !(await eventually(() => upstreamIdle(targets, api) && targets.every((x) => x.running.openConnections() === 0), 5000))) p.push(`the proxy kept connections or upstream requests open after the client left (${drainState(targets, api)})`);
         return p;

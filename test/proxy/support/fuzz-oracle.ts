@@ -77,14 +77,14 @@ function completeFrames(b: Buffer): Buffer {
   return b.subarray(0, o);
 }
 
-/** What the judgement needs of a plan: each request's method (a HEAD's answer has no body). */
+/** What the judgement needs of a plan: the method of each request on the wire (a HEAD's answer has no body). */
 export interface Judged {
-  readonly messages: ReadonlyArray<{ readonly method: string }>;
+  readonly methods: readonly string[];
 }
 
 export function judgeExchange(plan: Judged, result: ExchangeResult, records: readonly RequestRecord[], target: ProxyUnderTest, pb: K8sProto): string[] {
   const problems: string[] = [];
-  const parsed = parseResponses(result.received, plan.messages.map((m) => m.method), result.serverClosed);
+  const parsed = parseResponses(result.received, plan.methods, result.serverClosed);
   if (parsed.malformed !== undefined) problems.push(`${target.name}: the answer is not HTTP: ${parsed.malformed}`);
   // By the answer's id, not its place: a message may get no answer (node
   // skips empty lines before a request line) or two (bytes that end it early).
@@ -97,7 +97,7 @@ export function judgeExchange(plan: Judged, result: ExchangeResult, records: rea
     // The one 502 that is no fault of the proxy's: the apiserver closed a
     // kept-alive connection as the request went out on it (devapi, as node,
     // closes idle ones after 5 s).
-    if (r.status === 502 && !/apiserver unreachable: (socket hang up|read ECONNRESET|write EPIPE)/.test(text)) problems.push(`${target.name}: 502 from the proxy: ${text.slice(0, 300)}`);
+    if (r.status === 502 && !/apiserver unreachable: (socket hang up|read ECONNRESET|write ECONNRESET|write EPIPE)/.test(text)) problems.push(`${target.name}: 502 from the proxy: ${text.slice(0, 300)}`);
     if (r.status !== 200) return;
     const auditId = r.headers.get("audit-id")?.[0];
     // An answer without one is the proxy's own: it carries no objects.

@@ -12,8 +12,14 @@ import { formatBound } from "../../../src/shard/hash.ts";
 import { cloneRequest, serialize, type RequestModel } from "./fuzz-corpus.ts";
 
 export interface Plan {
-  /** The requests, for the description and for reading the answers (a HEAD has no body). */
+  /** The requests as made, before byte damage. */
   readonly messages: readonly RequestModel[];
+  /**
+   * The method of each request on the wire, in order, to read the answers by
+   * (a HEAD's has no body). A message whose bytes were damaged into empty
+   * lines is none: node skips empty lines before a request line.
+   */
+  readonly methods: readonly string[];
   /** The tokens each message carries in `Authorization`, in order (the controller's own credentials, which the proxy forwards). */
   readonly tokens: readonly string[];
   readonly writes: readonly Buffer[];
@@ -436,6 +442,7 @@ function mutateParsed(rnd: Random, doc: Json): Mutated<Json> | undefined {
 export function unmutatedPlan(r: RequestModel, token: string, watchMs: number): Plan {
   return {
     messages: [r],
+    methods: [r.method],
     tokens: [token],
     writes: [serialize(r, [["Authorization", `Bearer ${token}`], ["Host", "127.0.0.1"]])],
     gapMs: 0,
@@ -461,6 +468,7 @@ export function planCase(rnd: Random, corpus: readonly RequestModel[], tokenPref
     [1, rnd.between(3, 4)],
   ]);
   const messages: RequestModel[] = [];
+  const methods: string[] = [];
   const tokens: string[] = [];
   const writes: Buffer[] = [];
   for (let k = 0; k < count; k++) {
@@ -477,6 +485,7 @@ export function planCase(rnd: Random, corpus: readonly RequestModel[], tokenPref
     let bytes = serialize(r, [["Authorization", `Bearer ${token}`], ["Host", "127.0.0.1"]]);
     if (rnd.chance(0.08)) bytes = mutateBytes(rnd, bytes, notes);
     messages.push(r);
+    if (!/^[\r\n]*$/.test(bytes.toString("latin1"))) methods.push(r.method);
     tokens.push(token);
     writes.push(bytes);
   }
@@ -485,7 +494,7 @@ export function planCase(rnd: Random, corpus: readonly RequestModel[], tokenPref
   const pieces = rnd.chance(0.15) ? splitInto(rnd, all, rnd.between(2, 12)) : [all];
   const watching = messages.some(isWatch);
   const end = rnd.weighted<ClientEnd>([
-    [watching ? 2 : 10, { kind: "read", maxMs: 3000, expect: messages.length }],
+    [watching ? 2 : 10, { kind: "read", maxMs: 3000, expect: methods.length }],
     [watching ? 8 : 2, { kind: "read-for", ms: rnd.between(5, 300) }],
     [1, { kind: "vanish" }],
     [1, { kind: "reset", ms: rnd.between(0, 300) }],
@@ -493,7 +502,7 @@ export function planCase(rnd: Random, corpus: readonly RequestModel[], tokenPref
   notes.push(`client: ${end.kind}${"ms" in end ? ` ${end.ms} ms` : ""}${pieces.length > 1 ? `, ${pieces.length} pieces` : ""}`);
   const abortHandshakeMs = tls && rnd.chance(0.03) ? rnd.int(5) : undefined;
   if (abortHandshakeMs !== undefined) notes.push(`gives up ${abortHandshakeMs} ms into the TLS handshake`);
-  return { messages, tokens, writes: pieces, gapMs: pieces.length > 1 ? rnd.between(0, 15) : 0, end, notes, ...(abortHandshakeMs === undefined ? {} : { abortHandshakeMs }) };
+  return { messages, methods, tokens, writes: pieces, gapMs: pieces.length > 1 ? rnd.between(0, 15) : 0, end, notes, ...(abortHandshakeMs === undefined ? {} : { abortHandshakeMs }) };
 }
 
 function splitInto(rnd: Random, bytes: Buffer, n: number): Buffer[] {
