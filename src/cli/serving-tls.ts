@@ -11,7 +11,7 @@
  * (`--injected` has its own pod-local CA: src/proxy/injected/pod-tls.ts.)
  */
 import { fs } from "../node-builtins.ts";
-import { createLocalCa, type TlsMaterial } from "../pki/ca.ts";
+import type { TlsMaterial } from "../pki/ca.ts";
 import { UsageError } from "./flags.ts";
 
 // Made at every start and kept nowhere: long enough for any session by hand.
@@ -57,6 +57,10 @@ export async function loopbackTls(o: LoopbackTlsOptions): Promise<TlsMaterial | 
  * verify it, as with controller-runtime's self-signed metrics certificate).
  */
 export async function selfSignedTls(caName: string, names: readonly string[], now = new Date()): Promise<{ readonly tls: TlsMaterial; readonly caPem: string }> {
+  // Loaded only here: @peculiar/x509 and its ASN.1 stack cost a sidecar
+  // started with --tls-cert or without TLS ~10 MB it would never use
+  // (P5m, P6: docs/performance.md).
+  const { createLocalCa } = await import("../pki/ca.ts");
   const ca = await createLocalCa(caName, now, VALIDITY_MS);
   const [commonName = "localhost"] = names;
   return { tls: await ca.issue({ commonName, names, now, validityMs: VALIDITY_MS }), caPem: ca.certPem };

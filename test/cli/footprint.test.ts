@@ -3,7 +3,9 @@
  * which a bare Node process with the same listeners is ~56). Code that
  * idle never runs must not be loaded: Node's bundled undici (an ES import
  * of node:http pulls it in, 13 MB; src/node-builtins.ts), prom-client's
- * index and the OpenTelemetry API it loads (src/prom.ts), client-node.
+ * index and the OpenTelemetry API it loads (src/prom.ts), client-node, and
+ * @peculiar/x509 with its ASN.1 stack (~15 MB idle), which only a sidecar
+ * that makes its own certificate needs (src/cli/serving-tls.ts).
  *
  * The process is the real CLI (src/cli/bin.ts) with TLS to its client, as
  * an injected sidecar serves; a preloaded script records, as it exits, the
@@ -57,15 +59,15 @@ async function idleProxy(dir: string): Promise<Loaded> {
   return JSON.parse(readFileSync(out, "utf8")) as Loaded;
 }
 
-t.test("an idle static-shard sidecar loads neither undici, nor prom-client's index and OpenTelemetry, nor client-node", async (t) => {
+t.test("an idle static-shard sidecar given its certificate loads neither undici, nor prom-client's index and OpenTelemetry, nor client-node, nor the X.509 toolkit", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "shardcar-footprint-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const loaded = await idleProxy(dir);
   t.ok(loaded.builtins.includes("tls") && loaded.required.some((f) => f.includes("/prom-client/lib/registry.js")), "the record is of a proxy that served TLS and registered metrics");
   t.notOk(loaded.builtins.includes("internal/deps/undici/undici"), "Node's bundled undici is not loaded");
   t.same(
-    loaded.required.filter((f) => /\/prom-client\/index\.js$|\/@opentelemetry\/|\/@kubernetes\/client-node\//.test(f)),
+    loaded.required.filter((f) => /\/prom-client\/index\.js$|\/@opentelemetry\/|\/@kubernetes\/client-node\/|\/@peculiar\/|\/reflect-metadata\//.test(f)),
     [],
-    "neither prom-client's index, nor @opentelemetry, nor @kubernetes/client-node",
+    "neither prom-client's index, nor @opentelemetry, nor @kubernetes/client-node, nor @peculiar/x509 and reflect-metadata",
   );
 });
