@@ -97,7 +97,19 @@ export function createFront(opts: FrontOptions): Front {
     // listeners (node's pipeline, http-proxy-3, the lineage), and an
     // eleventh makes node warn once per response. A response that never
     // finishes is one whose connection closes, which abortAll clears.
-    res.once("finish", forget);
+    res.once("finish", () => {
+      forget();
+      // node discards the rest of a body no handler read, but not of one
+      // whose reading began: http-proxy-3 pipes a GET's body upstream, and
+      // when the apiserver answers first the copy ends and leaves the body
+      // paused mid-way. The connection then reads no more, and never sees
+      // its client leave; it stayed open until the keep-alive timeout.
+      // Read on and drop the rest, as node does for a body never read.
+      if (!req.complete && !req.destroyed) {
+        req.unpipe();
+        req.resume();
+      }
+    });
   };
   const abortAll = (set: Set<IncomingMessage>): void => {
     for (const r of set) if (!r.destroyed) r.destroy(aborted());

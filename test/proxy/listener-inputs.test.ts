@@ -86,6 +86,11 @@ const ROWS: readonly Row[] = [
   { name: "a GET list with a Content-Length body", messages: [withBody("GET", "/api/v1/pods", '{"kind":"Pod"}')], want: [200] },
   { name: "a GET list with a chunked body", messages: [{ method: "GET", head: get("/api/v1/pods").head + "\r\nTransfer-Encoding: chunked", body: "5\r\nhello\r\n0\r\n\r\n" }], want: [200] },
   { name: "a GET of the lock with a body", messages: [withBody("GET", LOCK, LEASE)], want: [200], lockOnly: true },
+  // Bodies the apiserver answers before it has read them: once the answer is
+  // done the connection must go on reading, or it never sees the client leave.
+  { name: "a GET list with a 1 MB body, answered before the body is read", messages: [withBody("GET", "/api/v1/pods?limit=500", "x".repeat(1_000_000))], want: [200] },
+  { name: "a GET list whose 2 MB body never ends", messages: [request("GET", "/api/v1/pods", ["Content-Length: 2097152"], "x".repeat(600_000))], want: [200] },
+  { name: "a bounded watch with a 1 MB body", messages: [withBody("GET", "/api/v1/pods?watch=1&timeoutSeconds=1", "x".repeat(1_000_000))], want: [200] },
   // Pipelined requests: each answered, in order, each sharded one filtered.
   {
     name: "a list, a get, a list of configmaps and a bounded watch, pipelined",
