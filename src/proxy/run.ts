@@ -48,6 +48,8 @@ export interface RunningProxy {
   readonly metrics: ProxyMetrics;
   /** Connections open on the proxy listener, TLS handshakes included. */
   openConnections(): number;
+  /** Each open connection's state, one line each: what a leak report names. */
+  describeConnections(): string[];
   /** Stops both listeners and ends open watches. Idempotent. */
   close(): Promise<void>;
 }
@@ -79,14 +81,31 @@ function listen(server: Server, addr: ListenAddress): Promise<AddressInfo> {
   });
 }
 
+const peerPorts = new WeakMap<Socket, number>();
+
 /** Every raw socket of `server`, including TLS sockets still in their handshake. */
 function trackSockets(server: Server): Set<Socket> {
   const sockets = new Set<Socket>();
   server.on("connection", (s: Socket) => {
     sockets.add(s);
+    // Kept because node forgets it once the peer resets.
+    if (s.remotePort !== undefined) peerPorts.set(s, s.remotePort);
     s.once("close", () => sockets.delete(s));
   });
   return sockets;
+}
+
+function describeSocket(s: Socket): string {
+  const http = (s as Socket & { _httpMessage?: { req?: { method?: string; url?: string } } | null })._httpMessage;
+  const peer = s.remotePort ?? peerPorts.get(s);
+  const upgraded = s.listenerCount("data") === 0 && s.readableFlowing !== true;
+  return [
+    `peer :${peer ?? "?"}${s.remotePort === undefined ? " (gone)" : ""}`,
+    `read ${s.bytesRead} B, wrote ${s.bytesWritten} B`,
+    `readable ${s.readableEnded ? "ended" : s.isPaused() ? "paused" : `flowing=${String(s.readableFlowing)}`}`,
+    `writable ${s.writableFinished ? "finished" : s.writableEnded ? "ending" : `${s.writableLength} B queued`}`,
+    http?.req !== undefined ? `answering ${http.req.method ?? "?"} ${JSON.stringify((http.req.url ?? "").slice(0, 120))}` : upgraded ? "no HTTP listener (upgraded or detached)" : "idle HTTP",
+  ].join(", ");
 }
 
 function closeServer(server: Server, sockets: ReadonlySet<Socket> = new Set()): Promise<void> {
@@ -154,6 +173,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
     proxy,
     metrics,
     openConnections: () => sockets.size,
+    describeConnections: () => [...sockets].map(describeSocket),
     close() {
       closed ??= (async () => {
         proxy.close();

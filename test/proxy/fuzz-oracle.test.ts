@@ -53,3 +53,15 @@ t.test("a 502 is a finding unless it is the apiserver closing a kept-alive conne
   for (const race of ["socket hang up", "read ECONNRESET", "write ECONNRESET", "write EPIPE"]) t.same(bad(`shardcar: apiserver unreachable: ${race}`), [], race);
   t.match(bad("shardcar: apiserver unreachable: connect ECONNREFUSED 127.0.0.1:1"), [/502 from the proxy/], "any other 502 is one");
 });
+
+t.test("a watch may name in a DELETED what an older generation owned, but never add it, and never delete what no generation owned", async (t) => {
+  // Generation 1 owns the other half: `inside` left at 1, `outside` came in at 1.
+  const moved = { ...target, history: new Map([[0, OWNED], [1, [shardRange(1, 2)]]]) };
+  const typed = (type: string, uid: string): string => `${JSON.stringify({ type, object: { metadata: { uid } } })}\n`;
+  const watchOf = (body: string): { received: Buffer; serverClosed: boolean; error: undefined } => ({ received: Buffer.from(response({ "audit-id": "watch-id", "content-type": "application/json", "x-shardcar-generation": "1" }, body)), serverClosed: false, error: undefined });
+  // A watch under 1 resuming a cache filled under 0: the proxy's synthetic DELETED empties it of what left.
+  t.same(judgeExchange({ methods: ["GET"] }, watchOf(typed("DELETED", inside) + typed("ADDED", outside)), records, moved, pb), [], "a DELETED of an object generation 0 owned, in a watch of generation 1");
+  t.match(judgeExchange({ methods: ["GET"] }, watchOf(typed("MODIFIED", inside)), records, moved, pb), [/under generation 1, newest 1\) delivered an object whose uid .* is outside the proxy's ranges \(event 1 of 1, MODIFIED; owned last at generation 0/], "a MODIFIED of it is a finding");
+  const never = { ...target, history: new Map([[0, OWNED]]) };
+  t.match(judgeExchange({ methods: ["GET"] }, { ...watchOf(typed("DELETED", outside)), received: Buffer.from(response({ "audit-id": "watch-id", "content-type": "application/json", "x-shardcar-generation": "0" }, typed("DELETED", outside))) }, records, never, pb), [/outside the proxy's ranges \(event 1 of 1, DELETED; owned last at generation none before/], "a DELETED of an object no generation owned is a finding");
+});

@@ -101,7 +101,7 @@ function upstreamIdle(targets: readonly Target[], api: DevApi): boolean {
 
 function drainState(targets: readonly Target[], api: DevApi): string {
   const watches = api.stats.openWatchUrls;
-  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}`;
+  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}${targets.flatMap((x) => x.running.describeConnections().map((c) => `; ${x.name} connection: ${c}`)).join("")}`;
 }
 
 async function failures(targets: readonly Target[]): Promise<string[]> {
@@ -192,6 +192,8 @@ t.test("every request the listener can receive gets an answer or a clean close, 
     }
   }
 
+  // The last case sent from each client port: a connection left open names its case.
+  const casesByPort = new Map<number, string>();
   const make = (rnd: Random, i: number): FuzzCase => {
     const target = targets[rnd.int(targets.length)] as Target;
     const plan = planCase(rnd, target.corpus, `fuzz-${settings.seed}-${i}`, target.endpoint.tls !== undefined);
@@ -199,7 +201,9 @@ t.test("every request the listener can receive gets an answer or a clean close, 
       description: `to the ${target.name} proxy (${target.endpoint.tls === undefined ? "plain HTTP" : "TLS"})\n${describePlan(plan)}`,
       requests: plan.messages.length,
       run: async () => {
-        const p = judgeExchange(plan, await exchange(target.endpoint, plan, plan.methods), api.stats.requests, target, pb);
+        const res = await exchange(target.endpoint, plan, plan.methods);
+        if (res.localPort !== undefined) casesByPort.set(res.localPort, `case ${i} to the ${target.name} proxy:\n${describePlan(plan)}`);
+        const p = judgeExchange(plan, res, api.stats.requests, target, pb);
         // One case at a time (a reproduction), each must release what it opened: this names the case that leaks.
         if (settings.concurrency === 1 && !(await eventually(() => upstreamIdle(targets, api) && targets.every((x) => x.running.openConnections() === 0), 5000))) p.push(`the proxy kept connections or upstream requests open after the client left (${drainState(targets, api)})`);
         return p;
@@ -223,7 +227,14 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   t.same(await alive(), [], "both proxies answer /readyz, and no handler threw");
   // Every client is gone: nothing may stay open on either side of the proxy.
   const drained = (): boolean => upstreamIdle(targets, api) && targets.every((x) => x.running.openConnections() === 0);
-  t.ok(await eventually(drained, 30_000), `sockets drain once every client is gone (${drainState(targets, api)})`);
+  const isDrained = await eventually(drained, 30_000);
+  t.ok(isDrained, `sockets drain once every client is gone (${drainState(targets, api)})`);
+  if (!isDrained) {
+    for (const c of targets.flatMap((x) => x.running.describeConnections())) {
+      const port = /^peer :(\d+)/.exec(c)?.[1];
+      t.comment(`left open: ${c}; sent by ${port === undefined ? "an unknown case" : (casesByPort.get(Number(port)) ?? "no case on record")}`);
+    }
+  }
   const after = log.final(outcome.cases);
   const idleAfter = targets.reduce((n, x) => n + agentSockets(x.agent).idle, 0);
   for (const line of log.lines()) t.comment(line);

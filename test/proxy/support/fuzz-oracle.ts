@@ -8,7 +8,12 @@
  *   answer's `Audit-Id`, which the proxy passes on) was filtered by the proxy (it carries `x-shardcar-generation`), and every
  *   object in it, decoded from JSON or protobuf, hashes into the ranges the
  *   proxy enforced for that generation (for a watch: any generation from its
- *   own to the newest, since a watch lives across range changes).
+ *   own to the newest, since a watch lives across range changes). A DELETED
+ *   is judged against every generation up to the newest: the proxy names in
+ *   synthetic DELETEDs what its index says a cache of the lineage may hold,
+ *   a superset by design (src/proxy/delivered.ts), and a resumed watch's
+ *   cache was filled under generations older than the watch's own. A
+ *   DELETED empties a cache of an object; it never puts one in.
  */
 import type { RequestRecord } from "../../../src/devapi/index.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
@@ -45,20 +50,21 @@ function objectsIn(o: unknown): unknown[] {
   return [o];
 }
 
-/** The objects a response delivers, from whatever of it parses; undefined when nothing does. */
-function delivered(r: ParsedResponse, verb: "list" | "watch", pb: K8sProto): unknown[] | undefined {
+/** The objects a response delivers, each with what carried it, from whatever of it parses; undefined when nothing does. */
+function delivered(r: ParsedResponse, verb: "list" | "watch", pb: K8sProto): Array<{ readonly object: unknown; readonly what: string; readonly deleted: boolean }> | undefined {
   const type = r.headers.get("content-type")?.[0] ?? "";
+  const items = (os: unknown[]): Array<{ object: unknown; what: string; deleted: boolean }> => os.map((object) => ({ object, what: "a list item", deleted: false }));
   try {
     if (type.startsWith("application/vnd.kubernetes.protobuf")) {
-      if (verb === "list") return r.complete ? [...decodeList(pb, r.body).items] : undefined;
+      if (verb === "list") return r.complete ? items([...decodeList(pb, r.body).items]) : undefined;
       const frames = splitFrames(completeFrames(r.body));
-      return frames.map((f) => decodeEvent(pb, f)).filter((e) => e.type !== "BOOKMARK" && e.type !== "ERROR").map((e) => e.object);
+      return frames.map((f, i) => ({ e: decodeEvent(pb, f), i })).filter(({ e }) => e.type !== "BOOKMARK" && e.type !== "ERROR").map(({ e, i }) => ({ object: e.object, what: `event ${i + 1} of ${frames.length}, ${e.type}`, deleted: e.type === "DELETED" }));
     }
-    if (verb === "list") return r.complete ? objectsIn(JSON.parse(r.body.toString("utf8")) as unknown).flatMap((o) => itemsOf(o)) : undefined;
+    if (verb === "list") return r.complete ? items(objectsIn(JSON.parse(r.body.toString("utf8")) as unknown).flatMap((o) => itemsOf(o))) : undefined;
     const lines = r.body.toString("utf8").split("\n").slice(0, -1);
-    return lines.flatMap((l) => {
+    return lines.flatMap((l, i) => {
       const e = JSON.parse(l) as { type?: unknown; object?: unknown };
-      return e.type === "BOOKMARK" || e.type === "ERROR" ? [] : objectsIn(e.object);
+      return e.type === "BOOKMARK" || e.type === "ERROR" ? [] : objectsIn(e.object).map((object) => ({ object, what: `event ${i + 1} of ${lines.length}, ${String(e.type)}`, deleted: e.type === "DELETED" }));
     });
   } catch {
     return undefined;
@@ -116,12 +122,17 @@ export function judgeExchange(plan: Judged, result: ExchangeResult, records: rea
       problems.push(`${target.name}: response ${k} names generation ${gen}, which the ownership never had`);
       return;
     }
-    for (const o of delivered(r, served.verb, pb) ?? []) {
-      const m = metaOf(o);
+    const everOwned = normalize([...target.history].filter(([h]) => h <= newest).flatMap(([, rs]) => rs));
+    for (const { object, what, deleted } of delivered(r, served.verb, pb) ?? []) {
+      const m = metaOf(object);
       const value = key === "uid" ? m?.uid : m?.namespace;
       if (typeof value !== "string") continue;
-      if (!contains(ranges, fnv1a64(value))) {
-        problems.push(`${target.name}: response ${k} (a ${served.verb} of ${served.resource} under generation ${g}) delivered an object whose ${key} ${JSON.stringify(value)} is outside the proxy's ranges`);
+      const h = fnv1a64(value);
+      if (!contains(deleted ? everOwned : ranges, h)) {
+        // Which generations did own it: what a reader of the report needs first.
+        const owners = [...target.history].filter(([, rs]) => contains(rs, h)).map(([x]) => x);
+        const near = owners.filter((x) => x < g).slice(-3);
+        problems.push(`${target.name}: response ${k} (a ${served.verb} of ${served.resource} under generation ${g}, newest ${newest}) delivered an object whose ${key} ${JSON.stringify(value)} is outside the proxy's ranges (${what}; owned last at generation ${near.length === 0 ? "none before" : near.join(", ")}; devapi served ${JSON.stringify(rec?.url.slice(0, 300))})`);
         return;
       }
     }

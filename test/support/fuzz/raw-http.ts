@@ -72,6 +72,8 @@ export interface ExchangeResult {
   /** Whether the server closed (or reset) the connection first. */
   readonly serverClosed: boolean;
   readonly error: string | undefined;
+  /** The client's port: the server's name for this connection. */
+  readonly localPort?: number | undefined;
 }
 
 const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -94,6 +96,8 @@ export function exchange(ep: Endpoint, ex: Exchange, methods: readonly string[] 
     let serverClosed = false;
     let error: string | undefined;
     let settled = false;
+    let localPort: number | undefined;
+    tcp.once("connect", () => (localPort = tcp.localPort));
     const timers: NodeJS.Timeout[] = [];
     const finish = (): void => {
       if (settled) return;
@@ -101,7 +105,7 @@ export function exchange(ep: Endpoint, ex: Exchange, methods: readonly string[] 
       for (const t of timers) clearTimeout(t);
       socket.destroy();
       tcp.destroy();
-      resolve({ received: Buffer.concat(chunks), serverClosed, error });
+      resolve({ received: Buffer.concat(chunks), serverClosed, error, localPort });
     };
     socket.on("data", (b: Buffer) => {
       chunks.push(b);
