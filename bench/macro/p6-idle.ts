@@ -32,15 +32,22 @@
  * the sidecar costs. A start that waited for something other than a core
  * would show only in the full run.
  *
- * Usage: node bench/macro/p6-idle.ts [--quick]
+ * Usage: node bench/macro/p6-idle.ts [--quick] [--only static,ring] [--runs N]
+ *
+ * `--only` and `--runs` (direct runs only, never `npm run bench`) measure one
+ * series by itself, e.g. ring mode five times while cutting its memory; the
+ * bare baseline always runs, interleaved as in the full bench. Each sample's
+ * RSS, anonymous and file-backed parts are printed to stderr, for the spread.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
+import { parseArgs } from "node:util";
 import { RING_GROUP, RING_KIND, RING_PLURAL, RING_VERSION } from "../../src/ring/names.ts";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
 import type { Bench, BenchResult } from "../lib.ts";
-import { CLI, cpuMsOf, freePort, rssOf, sleep, start, stopAll, waitReady } from "../support/proc.ts";
+import { procMemory } from "../support/memory.ts";
+import { CLI, cpuMsOf, freePort, sleep, start, stopAll, waitReady } from "../support/proc.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
 
 const MB = 1024 * 1024;
@@ -61,6 +68,8 @@ interface Sample {
   /** CPU time the process used from spawn to ready. */
   readyCpuMs: number;
   rssMB: number;
+  anonMB: number;
+  fileMB: number;
 }
 
 interface Upstreams {
@@ -97,7 +106,8 @@ async function sample(kind: Kind, up: Upstreams, tls: BenchTls, idleMs: number, 
     const readyMs = await waitReady(`http://127.0.0.1:${port}${kind === "bare" ? "/" : "/readyz"}`, t0, 15_000);
     const readyCpuMs = cpuMsOf(child.pid);
     await sleep(idleMs);
-    return { readyMs, readyCpuMs, rssMB: rssOf(child.pid).rss / MB };
+    const m = procMemory(child.pid);
+    return { readyMs, readyCpuMs, rssMB: m.rss / MB, anonMB: m.anon / MB, fileMB: m.file / MB };
   } catch (e) {
     throw new Error(`${kind}: ${e instanceof Error ? e.message : String(e)}; output:\n${child.lines.slice(-20).join("\n")}`, { cause: e });
   } finally {
@@ -139,8 +149,19 @@ function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? (s[m] ?? Number.NaN) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
 }
 
-export const bench: Bench = async ({ quick }) => {
-  const runs = quick ? 5 : 7;
+const KINDS: readonly Kind[] = ["bare", "static", "ring"];
+
+/** Which candidates and how many cold starts; `npm run bench` runs them all. */
+interface Selection {
+  readonly kinds: readonly ("static" | "ring")[];
+  readonly runs: number | undefined;
+  readonly verbose: boolean;
+}
+
+const ALL: Selection = { kinds: ["static", "ring"], runs: undefined, verbose: false };
+
+async function measure({ quick }: { quick: boolean }, sel: Selection): Promise<BenchResult[]> {
+  const runs = sel.runs ?? (quick ? 5 : 7);
   const idleMs = quick ? 1000 : 5000;
   const tls = await benchTls("p6");
   const plainApi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--log-level", "warn"]);
@@ -152,8 +173,13 @@ export const bench: Bench = async ({ quick }) => {
     const up: Upstreams = { plain, securePort: new URL(secure).port, saDir: writeServiceAccount(tls) };
     const series: Record<Kind, Sample[]> = { bare: [], static: [], ring: [] };
     // Interleaved, so a burst of load elsewhere hits every series alike.
+    const kinds = KINDS.filter((k) => k === "bare" || sel.kinds.includes(k));
     for (let i = 0; i < runs; i++) {
-      for (const kind of ["bare", "static", "ring"] as const) series[kind].push(await sample(kind, up, tls, idleMs, i));
+      for (const kind of kinds) {
+        const s = await sample(kind, up, tls, idleMs, i);
+        if (sel.verbose) process.stderr.write(`${kind} #${i}: rss ${s.rssMB.toFixed(1)} MB (anon ${s.anonMB.toFixed(1)}, file ${s.fileMB.toFixed(1)}), ready ${Math.round(s.readyMs)} ms, cpu ${s.readyCpuMs} ms\n`);
+        series[kind].push(s);
+      }
     }
     const r1 = (n: number): number => Math.round(n * 10) / 10;
     const rssBare = median(series.bare.map((s) => s.rssMB));
@@ -161,7 +187,7 @@ export const bench: Bench = async ({ quick }) => {
     const readyCpuBare = median(series.bare.map((s) => s.readyCpuMs));
     const baseline = "bare node, same listeners and settings";
     const results: BenchResult[] = [];
-    for (const kind of ["static", "ring"] as const) {
+    for (const kind of sel.kinds) {
       const xs = series[kind];
       const rss = median(xs.map((s) => s.rssMB));
       const ready = median(xs.map((s) => s.readyMs));
@@ -176,7 +202,14 @@ export const bench: Bench = async ({ quick }) => {
           candidate: { label, value: r1(rss), unit: "MB" },
           baseline: { label: baseline, value: r1(rssBare), unit: "MB" },
           ratio: rssBare / rss,
-          extra: { targetMax: TARGET_RSS_MB, maxMB: r1(Math.max(...xs.map((s) => s.rssMB))), overBareMB: r1(rss - rssBare) },
+          extra: {
+            targetMax: TARGET_RSS_MB,
+            maxMB: r1(Math.max(...xs.map((s) => s.rssMB))),
+            overBareMB: r1(rss - rssBare),
+            // Where it is: heap and native memory, or the node binary's pages the process touched.
+            anonMB: r1(median(xs.map((s) => s.anonMB))),
+            fileMB: r1(median(xs.map((s) => s.fileMB))),
+          },
         },
         {
           id: "P6",
@@ -201,9 +234,20 @@ export const bench: Bench = async ({ quick }) => {
     await stopAll();
     tls.remove();
   }
-};
+}
+
+export const bench: Bench = (opts) => measure(opts, ALL);
+
+function selection(argv: readonly string[]): Selection {
+  const { values } = parseArgs({ args: [...argv], options: { quick: { type: "boolean" }, only: { type: "string" }, runs: { type: "string" } } });
+  const kinds = values.only === undefined ? ALL.kinds : values.only.split(",").map((k) => k.trim());
+  for (const k of kinds) if (k !== "static" && k !== "ring") throw new Error(`--only ${JSON.stringify(values.only)}: expected static, ring or both, comma-separated`);
+  const runs = values.runs === undefined ? undefined : Number(values.runs);
+  if (runs !== undefined && !(Number.isInteger(runs) && runs >= 1)) throw new Error(`--runs ${JSON.stringify(values.runs)}: expected a whole number ≥ 1`);
+  return { kinds: kinds as Selection["kinds"], runs, verbose: true };
+}
 
 if (import.meta.main) {
-  const results = await bench({ quick: process.argv.includes("--quick") });
+  const results = await measure({ quick: process.argv.includes("--quick") }, selection(process.argv.slice(2)));
   console.log(JSON.stringify(results, null, 2));
 }
