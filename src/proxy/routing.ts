@@ -64,6 +64,9 @@ export function createRoutes(o: {
   sharded.on("proxyReq", (proxyReq, req) => {
     // The proxy must be able to read the body; it never inflates gzip.
     proxyReq.removeHeader("accept-encoding");
+    // Sent without the client's body (server.ts #send), so without its framing.
+    proxyReq.removeHeader("content-length");
+    proxyReq.removeHeader("transfer-encoding");
     const accept = filterableAccept(req.headers.accept);
     if (accept !== undefined) proxyReq.setHeader("accept", accept);
   });

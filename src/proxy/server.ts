@@ -14,8 +14,8 @@
  * generation is reported applied are decided there, never here.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Duplex, Readable } from "node:stream";
-import { pipeline } from "node:stream";
+import type { Duplex } from "node:stream";
+import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { monotonicClock } from "../clock.ts";
 import type { Logger } from "../log.ts";
@@ -263,6 +263,12 @@ export class ShardProxy {
       this.#routes.passthrough.web(req, res);
       return;
     }
+    // A list or watch is a GET, whose body the apiserver never reads, and
+    // none is forwarded (#send). Drop any the client sends: unread, it would
+    // stop its connection reading, and the proxy would not see the client
+    // leave; forwarded, it did the same to the apiserver's connection, which
+    // then kept a watch open with no one on either end.
+    req.resume();
     const rid = this.#nextRid++;
     const resource = resourceId(cls.resource);
     const ex: Exchange = { rid, req, res, kind: cls.kind, request: cls, resource, lineage: lineageKey(cls.path, cls.query, req.headers.accept), early: this.#early(cls, req.headers.accept, resource), sent: undefined, answered: undefined, watch: undefined, listing: false };
@@ -419,7 +425,7 @@ export class ShardProxy {
     const qs = rw.query.toString();
     ex.req.url = qs === "" ? ex.request.path : `${ex.request.path}?${qs}`;
     ex.sent = { generation, query: rw.query, ranges: rw.ranges, sentSelector: rw.sentSelector, objectKey: rw.objectKey, proxyFilters: rw.proxyFilters };
-    this.#routes.sharded.web(ex.req, ex.res);
+    this.#routes.sharded.web(ex.req, ex.res, { buffer: Readable.from([]) });
   }
 
   /** Narrows every watch of `lineage` to `ranges` and confirms each to the ledger. */
