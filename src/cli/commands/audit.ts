@@ -84,10 +84,6 @@ Examples:
       "admin-port": { type: "string" },
       json: { type: "boolean" },
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     if (values.resource === undefined && values.ring === undefined) throw new UsageError("--resource", "--resource is required, e.g. --resource pods (or --ring NAME alone for a labels-mode ring)");
     const [resource, ...more] = values.resource === undefined ? [] : parseResources(values.resource, "--resource");
     if (values.resource !== undefined && (resource === undefined || more.length > 0)) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: audit one resource at a time`);

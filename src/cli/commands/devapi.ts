@@ -46,10 +46,6 @@ Examples:
       "require-token": { type: "boolean" },
       "log-level": { type: "string" },
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const gate = values.gate ?? "on";
     if (!isGateMode(gate)) throw new UsageError("--gate", `invalid --gate ${JSON.stringify(gate)}: expected one of ${GATE_MODES.join(", ")}`);
     const port = intFlag("--port", values.port, 8080, 0, 65535);

@@ -117,10 +117,6 @@ Examples:
       "sidecar-metrics-auth": { type: "boolean" },
       "sidecar-debug-remote": { type: "boolean" },
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     if (values.image !== undefined && values.image.trim() === "") throw new UsageError("--image", "--image must not be empty");
     const podName = io.env["POD_NAME"];
     const podNamespace = io.env["POD_NAMESPACE"];

@@ -70,10 +70,6 @@ Examples:
       "require-server-filtering": { type: "boolean" },
       json: { type: "boolean" },
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     // The pod's own settings, read as the proxy reads them.
     const { resources, shards, leaderElection: lock, filter, ring } = settingsFromFlags({
       resources: values.resources,

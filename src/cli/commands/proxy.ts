@@ -117,10 +117,6 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, PROXY_FLAGS);
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const settings = settingsFromFlags(values, { slotLabel: values["slot-label"] !== undefined });
     const { resources, shards: spec, fallback, filter: filterMode } = settings;
     const listen = parseListen("--listen", values.listen ?? "127.0.0.1:7443");
