@@ -11,6 +11,7 @@
  */
 import type { ApiClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { entryOf } from "../map-entry.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { coverage, initialState, nextWakeMs, step, tablesOf, type Effect, type HandoffPolicy, type MemberObservation, type RingState } from "./handoff.ts";
 import {
@@ -328,13 +329,10 @@ class Rings {
   }
 
   #trigger(key: string): void {
-    let c = this.#controllers.get(key);
-    if (c === undefined) {
+    entryOf(this.#controllers, key, () => {
       const [ns = "", name = ""] = key.split("/");
-      c = new RingController(this.#s, ns, name);
-      this.#controllers.set(key, c);
-    }
-    c.trigger();
+      return new RingController(this.#s, ns, name);
+    }).trigger();
   }
 }
 
