@@ -30,7 +30,7 @@ import { runCoordinator, RingMember, RING_GROUP, RING_KIND, RING_VERSION } from 
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains, FULL_RANGE, ratio } from "../shard/range.ts";
 import { parseResources } from "../shard/spec.ts";
-import { fmtBytes, fmtPct, renderReport, textTable, type ChartOptions, type Marker, type ReportScene } from "./report.ts";
+import { fmtBytes, fmtPct, renderReport, textTable, type ChartOptions, type Marker, type ReportInvariant, type ReportScene } from "./report.ts";
 import { startPodReplica, type Replica } from "./replica.ts";
 
 export interface DemoOptions {
@@ -60,11 +60,9 @@ export interface ReplicaRow {
   readonly filteredBy: string;
 }
 
-export interface Invariant {
+/** A {@link ReportInvariant} of one scene. */
+export interface Invariant extends ReportInvariant {
   readonly scene: string;
-  readonly claim: string;
-  readonly held: boolean;
-  readonly detail: string;
 }
 
 export interface SceneResult {
