@@ -11,14 +11,25 @@ export class UsageError extends ConfigError {}
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
+/**
+ * Thrown by {@link parseFlags} for `--help`/`-h`: `main` answers it with the
+ * command's usage and exit 0, so no command spells that answer out itself.
+ */
+export class HelpRequested extends Error {}
+
 export function parseFlags<O extends Options>(argv: readonly string[], options: O, allowPositionals = false) {
+  let parsed;
   try {
-    return util.parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals });
+    parsed = util.parseArgs({ args: [...argv], options: { ...options, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals });
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     const flag = /'(-[^' ]+)/.exec(msg)?.[1] ?? "argument";
     throw new UsageError(flag, msg.replace(/\. To specify a positional argument.*$/, ""), { cause: e });
   }
+  // `help` is in every command's options (above), though O does not show it.
+  const values: { readonly help?: unknown } = parsed.values;
+  if (values.help === true) throw new HelpRequested("--help");
+  return parsed;
 }
 
 /** Parses a positive integer flag value, naming the flag on failure. */

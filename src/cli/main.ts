@@ -4,6 +4,7 @@
  */
 import { ConfigError } from "../errors.ts";
 import type { Command, CommandIO } from "./command.ts";
+import { HelpRequested } from "./flags.ts";
 import { COMMANDS } from "./commands/index.ts";
 
 function topUsage(): string {
@@ -34,6 +35,10 @@ export async function main(argv: readonly string[], io: CommandIO): Promise<numb
   try {
     return await cmd.run(rest, io);
   } catch (e) {
+    if (e instanceof HelpRequested) {
+      io.stdout.write(cmd.usage);
+      return 0;
+    }
     if (e instanceof ConfigError) {
       io.stderr.write(`shardcar ${cmd.name}: ${e.message}\n`);
       return 2;

@@ -121,6 +121,13 @@ export interface ReportScene {
   readonly lines: readonly string[];
 }
 
+/** A claim the demo checked, and what it saw. */
+export interface ReportInvariant {
+  readonly claim: string;
+  readonly held: boolean;
+  readonly detail: string;
+}
+
 export interface ReportData {
   readonly title: string;
   readonly generatedAt: string;
@@ -128,7 +135,7 @@ export interface ReportData {
   readonly ok: boolean;
   readonly charts: readonly ChartOptions[];
   readonly scenes: readonly ReportScene[];
-  readonly invariants: readonly { readonly claim: string; readonly held: boolean; readonly detail: string }[];
+  readonly invariants: readonly ReportInvariant[];
 }
 
 // Runs once the page is laid out: stamps sizes so a DOM dump proves rendering.

@@ -30,7 +30,7 @@ import { runCoordinator, RingMember, RING_GROUP, RING_KIND, RING_VERSION } from 
 import { fnv1a64 } from "../shard/hash.ts";
 import { contains, FULL_RANGE, ratio } from "../shard/range.ts";
 import { parseResources } from "../shard/spec.ts";
-import { fmtBytes, fmtPct, renderReport, textTable, type ChartOptions, type Marker, type ReportScene } from "./report.ts";
+import { fmtBytes, fmtPct, renderReport, textTable, type ChartOptions, type Marker, type ReportInvariant, type ReportScene } from "./report.ts";
 import { startPodReplica, type Replica } from "./replica.ts";
 
 export interface DemoOptions {
@@ -60,11 +60,9 @@ export interface ReplicaRow {
   readonly filteredBy: string;
 }
 
-export interface Invariant {
+/** A {@link ReportInvariant} of one scene. */
+export interface Invariant extends ReportInvariant {
   readonly scene: string;
-  readonly claim: string;
-  readonly held: boolean;
-  readonly detail: string;
 }
 
 export interface SceneResult {
@@ -530,79 +528,75 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
     const verdicts = (title: string, want: string) => (c: { rows: readonly ReplicaRow[] }): Invariant[] => [
       { scene: title, claim: `every replica's lists were filtered by: ${want}`, held: c.rows.every((r) => r.filteredBy === want), detail: `filtered by: ${c.rows.map((r) => `${r.replica} ${r.filteredBy}`).join(", ")}` },
     ];
+    const play = async (spec: SceneSpec): Promise<void> => {
+      scenes.push(await runScene(demo, spec, reportScenes));
+    };
+    /** Scenes 4 and 5: the apiserver's gate turned `gate`, then every controller restarted under it. */
+    const regate = async (gate: "on" | "off"): Promise<void> => {
+      api.gate = gate;
+      await demo.restartReplicas();
+    };
 
     const t1 = `scene 1: start ${n} replicas — the manager assigns the ring's slots; the apiserver filters`;
-    scenes.push(
-      await runScene(demo, {
-        title: t1,
-        short: `1 start ${n}`,
-        action: async () => {
-          await Promise.all(names(n).map((x) => demo.addReplica(x)));
-          demo.churn(100);
-        },
-        members: () => names(n),
-        checks: verdicts(t1, "server (shardInfo)"),
-      }, reportScenes),
-    );
+    await play({
+      title: t1,
+      short: `1 start ${n}`,
+      action: async () => {
+        await Promise.all(names(n).map((x) => demo.addReplica(x)));
+        demo.churn(100);
+      },
+      members: () => names(n),
+      checks: verdicts(t1, "server (shardInfo)"),
+    });
     const t2 = `scene 2: scale to ${n + 1} — the new replica widens first, the others narrow after the commit`;
-    scenes.push(await runScene(demo, { title: t2, short: `2 scale to ${n + 1}`, action: () => demo.addReplica(`replica-${n}`), members: () => names(n + 1), checks: noGap(t2) }, reportScenes));
+    await play({ title: t2, short: `2 scale to ${n + 1}`, action: () => demo.addReplica(`replica-${n}`), members: () => names(n + 1), checks: noGap(t2) });
     const t3 = `scene 3: kill ${killed} — no goodbye: its Lease expires, the manager fences it and hands its slots on`;
-    scenes.push(
-      await runScene(demo, {
-        title: t3,
-        short: "3 kill one",
-        action: () => demo.killReplica(killed),
-        members: kept,
-        bytesNote: "(the survivors relisted to take over the killed replica's slots, which unsharded replicas never need to: the price of sharding a failure)",
-        checks: (c) => {
-          const g = gapOf(c.startedAt);
-          return [
-            {
-              scene: t3,
-              claim: `the killed replica's pods were uncached for less than its lease (${TIMINGS.leaseDurationSeconds} s) plus ${(KILL_GAP_BOUND_MS / 1000 - TIMINGS.leaseDurationSeconds).toFixed(0)} s for fencing and one relist`,
-              held: g.ms <= KILL_GAP_BOUND_MS,
-              detail: `the gap lasted about ${(g.ms / 1000).toFixed(1)} s (worst coverage ${fmtPct(g.worst)}); bound ${(KILL_GAP_BOUND_MS / 1000).toFixed(0)} s: lease duration + fencing + one relist`,
-            },
-          ];
-        },
-      }, reportScenes),
-    );
-    const t4 = "scene 4: the apiserver's ShardedListAndWatch gate is turned off — it ignores shardSelector; the controllers restart one by one and their proxies filter";
-    scenes.push(
-      await runScene(demo, {
-        title: t4,
-        short: "4 gate off",
-        action: async () => {
-          api.gate = "off";
-          await demo.restartReplicas();
-          demo.churn(100);
-        },
-        members: kept,
-        checks: (c) => [
-          ...verdicts(t4, "proxy (fallback)")(c),
+    await play({
+      title: t3,
+      short: "3 kill one",
+      action: () => demo.killReplica(killed),
+      members: kept,
+      bytesNote: "(the survivors relisted to take over the killed replica's slots, which unsharded replicas never need to: the price of sharding a failure)",
+      checks: (c) => {
+        const g = gapOf(c.startedAt);
+        return [
           {
-            scene: t4,
-            claim: "with the gate off each proxy received the whole list but passed on only its shard",
-            held: c.rows.every((r) => r.bytesFromServer > 2 * r.bytesToController),
-            detail: `from the apiserver vs to the controller: ${c.rows.map((r) => `${r.replica} ${fmtBytes(r.bytesFromServer)} / ${fmtBytes(r.bytesToController)}`).join(", ")}`,
+            scene: t3,
+            claim: `the killed replica's pods were uncached for less than its lease (${TIMINGS.leaseDurationSeconds} s) plus ${(KILL_GAP_BOUND_MS / 1000 - TIMINGS.leaseDurationSeconds).toFixed(0)} s for fencing and one relist`,
+            held: g.ms <= KILL_GAP_BOUND_MS,
+            detail: `the gap lasted about ${(g.ms / 1000).toFixed(1)} s (worst coverage ${fmtPct(g.worst)}); bound ${(KILL_GAP_BOUND_MS / 1000).toFixed(0)} s: lease duration + fencing + one relist`,
           },
-        ],
-      }, reportScenes),
-    );
-    const t5 = "scene 5: the gate is back on — the controllers restart one by one and the apiserver filters again";
-    scenes.push(
-      await runScene(demo, {
-        title: t5,
-        short: "5 gate on",
-        action: async () => {
-          api.gate = "on";
-          await demo.restartReplicas();
+        ];
+      },
+    });
+    const t4 = "scene 4: the apiserver's ShardedListAndWatch gate is turned off — it ignores shardSelector; the controllers restart one by one and their proxies filter";
+    await play({
+      title: t4,
+      short: "4 gate off",
+      action: async () => {
+        await regate("off");
+        demo.churn(100);
+      },
+      members: kept,
+      checks: (c) => [
+        ...verdicts(t4, "proxy (fallback)")(c),
+        {
+          scene: t4,
+          claim: "with the gate off each proxy received the whole list but passed on only its shard",
+          held: c.rows.every((r) => r.bytesFromServer > 2 * r.bytesToController),
+          detail: `from the apiserver vs to the controller: ${c.rows.map((r) => `${r.replica} ${fmtBytes(r.bytesFromServer)} / ${fmtBytes(r.bytesToController)}`).join(", ")}`,
         },
-        members: kept,
-        checks: verdicts(t5, "server (shardInfo)"),
-        after: () => operatorCheck(demo, t5),
-      }, reportScenes),
-    );
+      ],
+    });
+    const t5 = "scene 5: the gate is back on — the controllers restart one by one and the apiserver filters again";
+    await play({
+      title: t5,
+      short: "5 gate on",
+      action: () => regate("on"),
+      members: kept,
+      checks: verdicts(t5, "server (shardInfo)"),
+      after: () => operatorCheck(demo, t5),
+    });
     demo.stopSampling();
     const durationMs = Date.now() - demo.t0;
     const total = scenes.reduce((a, s) => ({ c: a.c + s.bytes.controllers, w: a.w + s.bytes.twins }), { c: 0, w: 0 });

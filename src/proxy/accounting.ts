@@ -6,6 +6,7 @@
 import { recordedPoint, type ProxyFiltering } from "./filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
 import { RecentKeys } from "./recent.ts";
+import { entryOf } from "../map-entry.ts";
 import type { ListFilterStats, WatchFilterStats } from "./scan/filter-contract.ts";
 
 /** Per-resource tallies, for the demo, the debug endpoint and tests. */
@@ -80,12 +81,7 @@ export class Accounting {
   }
 
   recentFor(id: string): RecentKeys {
-    let r = this.#recent.get(id);
-    if (r === undefined) {
-      r = new RecentKeys();
-      this.#recent.set(id, r);
-    }
-    return r;
+    return entryOf(this.#recent, id, () => new RecentKeys());
   }
 
   passthrough(): void {

@@ -22,6 +22,7 @@
 import { HashMatcher, type Range } from "../shard/range.ts";
 import type { DeliveredObject, TapSink } from "./scan/tap.ts";
 import type { TypeMeta } from "./synthetic-delete.ts";
+import { entryOf } from "../map-entry.ts";
 
 /**
  * How the index learns whether a snapshot had its lineage to itself: the
@@ -122,12 +123,7 @@ export class DeliveredIndex {
   }
 
   of(lineage: string): LineageIndex {
-    let l = this.#byKey.get(lineage);
-    if (l === undefined) {
-      l = new LineageIndex();
-      this.#byKey.set(lineage, l);
-    }
-    return l;
+    return entryOf(this.#byKey, lineage, () => new LineageIndex());
   }
 
   /** Whether narrowing `lineage` in place may rely on its index: complete, and of a known kind. */

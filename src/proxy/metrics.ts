@@ -39,46 +39,22 @@ export class ProxyMetrics {
   constructor(registry = new Registry()) {
     this.registry = registry;
     const r = [registry];
-    this.requests = new Counter({ name: "shardcar_proxy_requests_total", help: "Requests by class (list, watch, passthrough) and sharded resource.", labelNames: ["class", "resource"], registers: r });
-    this.serverFiltered = new Counter({
-      name: "shardcar_proxy_server_filtered_total",
-      help: "Sharded lists by whether the apiserver filtered: confirmed (shardInfo matched), inferred (nothing out of range seen), no (the server ignored the selector; the proxy filtered), proxy (owner key in shardselector mode: no selector the server can apply, the proxy filtered by design).",
-      labelNames: ["resource", "verdict"],
-      registers: r,
-    });
-    this.items = new Counter({ name: "shardcar_proxy_list_items_total", help: "List items seen, by outcome (kept, dropped).", labelNames: ["resource", "outcome"], registers: r });
-    this.watchEvents = new Counter({ name: "shardcar_proxy_watch_events_total", help: "Watch events seen, by outcome (passed, dropped).", labelNames: ["resource", "outcome"], registers: r });
-    this.upstreamBytes = new Counter({ name: "shardcar_proxy_upstream_bytes_total", help: "Response bytes received from the apiserver.", labelNames: ["resource", "class"], registers: r });
-    this.clientBytes = new Counter({ name: "shardcar_proxy_client_bytes_total", help: "Response bytes delivered to the controller.", labelNames: ["resource", "class"], registers: r });
-    this.syntheticBookmarks = new Counter({ name: "shardcar_proxy_synthetic_bookmarks_total", help: "BOOKMARK events synthesised for dropped watch events.", labelNames: ["resource"], registers: r });
-    this.forcedRelists = new Counter({ name: "shardcar_proxy_forced_relists_total", help: "Watches ended with 410 Expired because the owned ranges changed.", labelNames: ["resource"], registers: r });
-    this.narrowedWatches = new Counter({
-      name: "shardcar_proxy_narrowed_watches_total",
-      help: "Watches narrowed in place when the owned ranges shrank (synthetic DELETEDs instead of a forced relist).",
-      labelNames: ["resource"],
-      registers: r,
-    });
-    this.syntheticDeletes = new Counter({ name: "shardcar_proxy_synthetic_deletes_total", help: "DELETED events synthesised for delivered objects that left the owned ranges.", labelNames: ["resource"], registers: r });
-    this.fallbackRefusals = new Counter({ name: "shardcar_proxy_fallback_refusals_total", help: "Sharded lists answered 503 because the server did not filter and fallback=fail.", labelNames: ["resource"], registers: r });
-    this.unlabelled = new Counter({
-      name: "shardcar_proxy_unlabelled_total",
-      help: "Labels mode: list items and watch events dropped because the object had no readable slot label (it is in no shard's cache).",
-      labelNames: ["resource"],
-      registers: r,
-    });
-    this.streamErrors = new Counter({ name: "shardcar_proxy_stream_errors_total", help: "Responses ended with an error (unparsable or truncated upstream body).", labelNames: ["resource", "class"], registers: r });
-    this.rejectedRequests = new Counter({
-      name: "shardcar_proxy_rejected_requests_total",
-      help: "Requests refused with 400 at the listener, before routing, by reason (unparsable, bad-escape, dot-segment, sharded-upgrade, resource-upgrade).",
-      labelNames: ["reason"],
-      registers: r,
-    });
-    this.handlerFailures = new Counter({
-      name: "shardcar_proxy_handler_failures_total",
-      help: "Requests whose handler threw (answered 500 or closed, never a crash): a bug; the log line says which request.",
-      labelNames: ["listener"],
-      registers: r,
-    });
+    const counter = <L extends string>(name: string, labelNames: readonly L[], help: string): Counter<L> => new Counter({ name, help, labelNames, registers: r });
+    this.requests = counter("shardcar_proxy_requests_total", ["class", "resource"], "Requests by class (list, watch, passthrough) and sharded resource.");
+    this.serverFiltered = counter("shardcar_proxy_server_filtered_total", ["resource", "verdict"], "Sharded lists by whether the apiserver filtered: confirmed (shardInfo matched), inferred (nothing out of range seen), no (the server ignored the selector; the proxy filtered), proxy (owner key in shardselector mode: no selector the server can apply, the proxy filtered by design).");
+    this.items = counter("shardcar_proxy_list_items_total", ["resource", "outcome"], "List items seen, by outcome (kept, dropped).");
+    this.watchEvents = counter("shardcar_proxy_watch_events_total", ["resource", "outcome"], "Watch events seen, by outcome (passed, dropped).");
+    this.upstreamBytes = counter("shardcar_proxy_upstream_bytes_total", ["resource", "class"], "Response bytes received from the apiserver.");
+    this.clientBytes = counter("shardcar_proxy_client_bytes_total", ["resource", "class"], "Response bytes delivered to the controller.");
+    this.syntheticBookmarks = counter("shardcar_proxy_synthetic_bookmarks_total", ["resource"], "BOOKMARK events synthesised for dropped watch events.");
+    this.forcedRelists = counter("shardcar_proxy_forced_relists_total", ["resource"], "Watches ended with 410 Expired because the owned ranges changed.");
+    this.narrowedWatches = counter("shardcar_proxy_narrowed_watches_total", ["resource"], "Watches narrowed in place when the owned ranges shrank (synthetic DELETEDs instead of a forced relist).");
+    this.syntheticDeletes = counter("shardcar_proxy_synthetic_deletes_total", ["resource"], "DELETED events synthesised for delivered objects that left the owned ranges.");
+    this.fallbackRefusals = counter("shardcar_proxy_fallback_refusals_total", ["resource"], "Sharded lists answered 503 because the server did not filter and fallback=fail.");
+    this.unlabelled = counter("shardcar_proxy_unlabelled_total", ["resource"], "Labels mode: list items and watch events dropped because the object had no readable slot label (it is in no shard's cache).");
+    this.streamErrors = counter("shardcar_proxy_stream_errors_total", ["resource", "class"], "Responses ended with an error (unparsable or truncated upstream body).");
+    this.rejectedRequests = counter("shardcar_proxy_rejected_requests_total", ["reason"], "Requests refused with 400 at the listener, before routing, by reason (unparsable, bad-escape, dot-segment, sharded-upgrade, resource-upgrade).");
+    this.handlerFailures = counter("shardcar_proxy_handler_failures_total", ["listener"], "Requests whose handler threw (answered 500 or closed, never a crash): a bug; the log line says which request.");
     this.activeWatches = new Gauge({
       name: "shardcar_proxy_active_watches",
       help: "Open sharded watches.",

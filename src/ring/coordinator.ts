@@ -9,11 +9,9 @@
  * effects (only `fence` touches the API), writes the status, and sleeps
  * until the next Lease transition or deadline.
  */
-import type { KubeConfig } from "@kubernetes/client-node";
-import type { Registry } from "prom-client";
-import { ConfigError } from "../errors.ts";
-import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
+import type { ApiClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
+import { entryOf } from "../map-entry.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { coverage, initialState, nextWakeMs, step, tablesOf, type Effect, type HandoffPolicy, type MemberObservation, type RingState } from "./handoff.ts";
 import {
@@ -30,8 +28,10 @@ import {
   microTime,
   renewalRecord,
   RingApi,
+  ringApiClient,
   watchObjects,
   type Lease,
+  type RingApiAccess,
   type RingObject,
 } from "./kube.ts";
 import { checkMemberTimings, DEFAULT_MEMBER_TIMINGS, type MemberTimings } from "./member.ts";
@@ -40,6 +40,7 @@ import { FENCED_PREFIX, HANDOFF_ANNOTATION, MANAGER_LEASE, RING_GROUP, RING_KIND
 import { MemberState, memberState } from "./state.ts";
 import { leaseTimes } from "./times.ts";
 import { decodeSpec, decodeTables, encodeTables, HandoffMode, Refusal, sameTables, type RingCondition, type RingSpec, type RingTables, type ShardRingStatusJson } from "./table.ts";
+import type { RingShellOptions } from "./shell-options.ts";
 
 /** What the leader merges into a ring's status besides its tables. */
 export interface RingStatusExtra {
@@ -57,11 +58,8 @@ export interface LeaderTask {
   status(namespace: string, name: string): RingStatusExtra | undefined;
 }
 
-export interface CoordinatorOptions {
-  /** The manager's client (src/kube/client.ts), as `shardcar manager` makes it with the one loader. Give this or {@link kubeConfig}. */
-  readonly client?: ApiClient | undefined;
-  /** For callers that already hold a client-node KubeConfig (tests, the demo); used when {@link client} is not given. */
-  readonly kubeConfig?: KubeConfig | undefined;
+/** `client`: the manager's, as `shardcar manager` makes it with the one loader. */
+export interface CoordinatorOptions extends RingApiAccess, RingShellOptions {
   /** The manager's own namespace: where its election Lease lives. */
   readonly namespace: string;
   /** The namespace whose rings this manager runs; `undefined` for every namespace. */
@@ -82,9 +80,6 @@ export interface CoordinatorOptions {
   readonly backoffMs?: number | undefined;
   /** Default 60 s. */
   readonly maxBackoffMs?: number | undefined;
-  readonly registry?: Registry | undefined;
-  readonly clock?: Clock | undefined;
-  readonly log?: Logger | undefined;
   /** Run while leading, e.g. the labeller; their status goes into every status write. */
   readonly tasks?: readonly LeaderTask[] | undefined;
 }
@@ -103,9 +98,7 @@ export async function runCoordinator(opts: CoordinatorOptions, signal: AbortSign
   const clock = opts.clock ?? systemClock;
   const log = childLogger(opts.log ?? silentLogger(), { component: "ring-coordinator", identity: opts.identity });
   const metrics = opts.registry === undefined ? undefined : coordinatorMetrics(opts.registry);
-  // Its calls' deadlines run on the clock its renew deadlines do.
-  const api = opts.client ?? (opts.kubeConfig === undefined ? undefined : new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => clock.timer(ms, fn)));
-  if (api === undefined) throw new ConfigError("manager", "the ring coordinator needs an API client or a kubeconfig");
+  const api = ringApiClient(opts, clock, "manager", "the ring coordinator");
   const election = new Election(opts, api, timings, clock, log);
   while (!signal.aborted) {
     const leading = await election.campaign(signal);
@@ -336,13 +329,10 @@ class Rings {
   }
 
   #trigger(key: string): void {
-    let c = this.#controllers.get(key);
-    if (c === undefined) {
+    entryOf(this.#controllers, key, () => {
       const [ns = "", name = ""] = key.split("/");
-      c = new RingController(this.#s, ns, name);
-      this.#controllers.set(key, c);
-    }
-    c.trigger();
+      return new RingController(this.#s, ns, name);
+    }).trigger();
   }
 }
 

@@ -10,13 +10,38 @@
  * Only `coordinator.ts` and `member.ts` use this file; the decision files
  * never see the API.
  */
-import { ShardcarError } from "../errors.ts";
-import { ApiError, TimeoutError, type ApiClient, type Query, type WatchHandle } from "../kube/client.ts";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { ConfigError, ShardcarError } from "../errors.ts";
+import { ApiClient, ApiError, kubeConfigConnection, TimeoutError, type Query, type WatchHandle } from "../kube/client.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "./clock.ts";
 import { APPLIED_ANNOTATION, FENCED_PREFIX, LEAVING_ANNOTATION, MEMBER_ANNOTATION, RING_GROUP, RING_KIND, RING_LABEL, RING_PLURAL, RING_VERSION } from "./names.ts";
 import type { LeaseView } from "./times.ts";
 import { isRecord } from "../is-record.ts";
+
+/**
+ * How the coordinator and a member reach the API: the process's own client
+ * (src/kube/client.ts; the manager's, or the sidecar's and never the
+ * controller's), or a client-node KubeConfig for callers that already hold
+ * one (tests, the demo).
+ */
+export interface RingApiAccess {
+  /** Give this or {@link kubeConfig}. */
+  readonly client?: ApiClient | undefined;
+  /** Used when {@link client} is not given. */
+  readonly kubeConfig?: KubeConfig | undefined;
+}
+
+/**
+ * The client `access` names. One made from a kubeconfig runs its calls'
+ * deadlines on `clock`, the clock the renew deadlines run on. Throws a
+ * {@link ConfigError} for `setting` when `access` names neither.
+ */
+export function ringApiClient(access: RingApiAccess, clock: Clock, setting: string, who: string): ApiClient {
+  if (access.client !== undefined) return access.client;
+  if (access.kubeConfig !== undefined) return new ApiClient(kubeConfigConnection(access.kubeConfig), (ms, fn) => clock.timer(ms, fn));
+  throw new ConfigError(setting, `${who} needs an API client or a kubeconfig`);
+}
 
 /** The HTTP status of a failed API call or watch, if it has one. */
 export function httpStatus(e: unknown): number | undefined {

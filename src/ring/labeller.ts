@@ -22,6 +22,7 @@ import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, 
 import type { LeaderTask, RingStatusExtra } from "./coordinator.ts";
 import type { RingCondition } from "./table.ts";
 import { isRecord } from "../is-record.ts";
+import type { RingShellOptions } from "./shell-options.ts";
 
 export interface LabelSlotSource {
   /** `undefined` until the first ShardRing list. */
@@ -74,14 +75,11 @@ const METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.
 const CALL_TIMEOUT_MS = 30_000;
 const DISCOVERY_RETRY_MS = 5_000;
 
-export interface LabellerOptions {
+export interface LabellerOptions extends RingShellOptions {
   readonly api: ApiClient;
   readonly source: LabelSlotSource;
   readonly policy?: Partial<LabellingPolicy> | undefined;
   readonly reportIntervalMs?: number | undefined;
-  readonly registry?: Registry | undefined;
-  readonly clock?: Clock | undefined;
-  readonly log?: Logger | undefined;
 }
 
 interface LabellerMetrics {

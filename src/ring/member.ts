@@ -12,21 +12,20 @@
  *   last table it accepted, which is also what happens when the manager is
  *   down.
  */
-import type { KubeConfig } from "@kubernetes/client-node";
 import { randomBytes } from "node:crypto";
-import type { Registry } from "prom-client";
 import { ConfigError } from "../errors.ts";
-import { ApiClient, kubeConfigConnection } from "../kube/client.ts";
+import type { ApiClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { equal, ratio, type Range } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { follow, type Held } from "./handoff.ts";
-import { describe, isConflict, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type Lease, type RingObject } from "./kube.ts";
+import { describe, isConflict, ringApiClient, type RingApiAccess, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type Lease, type RingObject } from "./kube.ts";
 import { memberMetrics, type MemberMetrics } from "./metrics.ts";
 import { APPLIED_ANNOTATION, HANDOFF_ANNOTATION, LEAVING_ANNOTATION, MEMBER_ANNOTATION, memberLeaseName, RING_LABEL, SLOTS_ANNOTATION } from "./names.ts";
 import { decodeSpec, decodeTables, formatSlots, type HandoffMode, type RingTables } from "./table.ts";
+import type { RingShellOptions } from "./shell-options.ts";
 
 export interface MemberTimings {
   /** Written to the Lease; the leader treats the member as expired this long after its last renewal. */
@@ -54,15 +53,11 @@ export function checkMemberTimings(t: MemberTimings): void {
   }
 }
 
-export interface RingMemberOptions {
-  /**
-   * The sidecar's own API client (its identity, never the controller's): what
-   * `shardcar proxy` passes, so a sidecar never loads client-node for its ring.
-   * Give this or {@link kubeConfig}.
-   */
-  readonly client?: ApiClient | undefined;
-  /** For callers that already hold a client-node KubeConfig (tests, the demo); used when {@link client} is not given. */
-  readonly kubeConfig?: KubeConfig | undefined;
+/**
+ * `client`: the sidecar's own (its identity, never the controller's), what
+ * `shardcar proxy` passes, so a sidecar never loads client-node for its ring.
+ */
+export interface RingMemberOptions extends RingApiAccess, RingShellOptions {
   /** The pod's namespace: the Lease and the ShardRing live there. */
   readonly namespace: string;
   /** The ring's name (`shardcar.io/ring`, default the owning workload). */
@@ -74,9 +69,6 @@ export interface RingMemberOptions {
   readonly timings?: Partial<MemberTimings> | undefined;
   /** How long {@link RingMember.leave} waits for the table to drop this member before it leaves anyway. Default 2 min. */
   readonly leaveTimeoutMs?: number | undefined;
-  readonly clock?: Clock | undefined;
-  readonly log?: Logger | undefined;
-  readonly registry?: Registry | undefined;
 }
 
 const LIFECYCLE = { New: "new", Running: "running", Leaving: "leaving", Stopped: "stopped" } as const;
@@ -135,9 +127,7 @@ export class RingMember implements OwnershipSource {
     checkMemberTimings(this.#t);
     this.#clock = opts.clock ?? systemClock;
     this.#log = childLogger(opts.log ?? silentLogger(), { ring: `${opts.namespace}/${opts.ring}`, member: opts.member });
-    if (opts.client !== undefined) this.#api = opts.client;
-    else if (opts.kubeConfig !== undefined) this.#api = new ApiClient(kubeConfigConnection(opts.kubeConfig), (ms, fn) => this.#clock.timer(ms, fn));
-    else throw new ConfigError("ring", "a ring member needs an API client or a kubeconfig");
+    this.#api = ringApiClient(opts, this.#clock, "ring", "a ring member");
     this.#leases = new LeaseApi(this.#api, this.#t.renewDeadlineMs);
     this.#rings = new RingApi(this.#api);
     this.#metrics = opts.registry === undefined ? undefined : memberMetrics(opts.registry);

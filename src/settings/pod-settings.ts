@@ -9,6 +9,7 @@
  *
  * Pure: no I/O, no clock.
  */
+import { switchFlags, valueFlags } from "../flag-table.ts";
 import { ConfigError } from "../errors.ts";
 import { formatResources, formatShards, parseResources, parseShardSpec, type ShardSpec, type ShardedResource } from "../shard/spec.ts";
 import { formatLockSpec, parseLockSpec, type LockSpec } from "./lock.ts";
@@ -39,15 +40,8 @@ export interface PodSettings {
 
 /** The `shardcar proxy` flags that carry pod settings, as node:util's parseArgs takes them. */
 export const SETTING_FLAGS = {
-  resources: { type: "string" },
-  shards: { type: "string" },
-  ring: { type: "string" },
-  filter: { type: "string" },
-  fallback: { type: "string" },
-  handoff: { type: "string" },
-  "synthetic-deletes": { type: "string" },
-  "leader-election": { type: "string" },
-  "write-kubeconfig": { type: "boolean" },
+  ...valueFlags("resources", "shards", "ring", "filter", "fallback", "handoff", "synthetic-deletes", "leader-election"),
+  ...switchFlags("write-kubeconfig"),
 } as const;
 
 type FlagName = keyof typeof SETTING_FLAGS;

@@ -22,7 +22,7 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
  * the top down. `shard/` is the pure core; the small top-level modules are
  * leaves every layer may use.
  */
-const LEAVES = ["errors.ts", "is-record.ts", "log.ts", "clock.ts", "node-builtins.ts", "prom.ts", "sidecar-runtime.ts"];
+const LEAVES = ["errors.ts", "is-record.ts", "log.ts", "clock.ts", "node-builtins.ts", "prom.ts", "sidecar-runtime.ts", "flag-table.ts", "map-entry.ts"];
 const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   cli: ["demo", "devapi", "ops", "webhook", "proxy", "ring", "kube", "settings", "pki", "shard", ...LEAVES],
   demo: ["devapi", "ops", "webhook", "proxy", "ring", "kube", "settings", "pki", "shard", ...LEAVES],
@@ -46,6 +46,8 @@ const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   "node-builtins.ts": [],
   "prom.ts": [],
   "sidecar-runtime.ts": [],
+  "flag-table.ts": [],
+  "map-entry.ts": [],
 };
 
 function sourceFiles(dir: string): string[] {

@@ -1,3 +1,4 @@
+import { switchFlags, valueFlags } from "../../flag-table.ts";
 import { randomBytes } from "node:crypto";
 import { formatAudit } from "../../ops/audit.ts";
 import { loadRing, readLabelRing, runAudit, runLabelAudit } from "../../ops/audit-run.ts";
@@ -72,22 +73,10 @@ Examples:
   async run(argv, io) {
     const { values } = parseFlags(argv, {
       ...KUBE_FLAGS,
-      resource: { type: "string" },
-      shards: { type: "string" },
-      ring: { type: "string" },
-      "page-size": { type: "string" },
-      top: { type: "string" },
-      canary: { type: "boolean" },
-      "canary-max": { type: "string" },
-      "canary-timeout": { type: "string" },
       "admin-url": { type: "string", multiple: true },
-      "admin-port": { type: "string" },
-      json: { type: "boolean" },
+      ...valueFlags("resource", "shards", "ring", "page-size", "top", "canary-max", "canary-timeout", "admin-port"),
+      ...switchFlags("canary", "json"),
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     if (values.resource === undefined && values.ring === undefined) throw new UsageError("--resource", "--resource is required, e.g. --resource pods (or --ring NAME alone for a labels-mode ring)");
     const [resource, ...more] = values.resource === undefined ? [] : parseResources(values.resource, "--resource");
     if (values.resource !== undefined && (resource === undefined || more.length > 0)) throw new UsageError("--resource", `invalid --resource ${JSON.stringify(values.resource)}: audit one resource at a time`);

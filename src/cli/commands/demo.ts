@@ -33,10 +33,6 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, { pods: { type: "string" }, replicas: { type: "string" }, quick: { type: "boolean" }, report: { type: "string" }, "log-level": { type: "string" } });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const pods = intFlag("--pods", values.pods, values.quick === true ? 600 : 3000, 1, 1_000_000);
     const replicas = intFlag("--replicas", values.replicas, 3, 2, 32);
     const logger = createLogger({ level: values["log-level"] ?? "error", name: "shardcar-demo" });

@@ -1,3 +1,4 @@
+import { switchFlags, valueFlags } from "../../flag-table.ts";
 import { readFileSync } from "node:fs";
 import { startDevApi, seedPods, isGateMode, GATE_MODES } from "../../devapi/index.ts";
 import { createLogger } from "../../log.ts";
@@ -33,23 +34,9 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
-      host: { type: "string" },
-      port: { type: "string" },
-      gate: { type: "string" },
-      "seed-pods": { type: "string" },
-      namespaces: { type: "string" },
-      "pod-bytes": { type: "string" },
-      "watch-history": { type: "string" },
-      "bookmark-interval": { type: "string" },
-      "tls-cert": { type: "string" },
-      "tls-key": { type: "string" },
-      "require-token": { type: "boolean" },
-      "log-level": { type: "string" },
+      ...valueFlags("host", "port", "gate", "seed-pods", "namespaces", "pod-bytes", "watch-history", "bookmark-interval", "tls-cert", "tls-key", "log-level"),
+      ...switchFlags("require-token"),
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const gate = values.gate ?? "on";
     if (!isGateMode(gate)) throw new UsageError("--gate", `invalid --gate ${JSON.stringify(gate)}: expected one of ${GATE_MODES.join(", ")}`);
     const port = intFlag("--port", values.port, 8080, 0, 65535);

@@ -27,10 +27,6 @@ Examples:
 `,
   async run(argv, io) {
     const { values, positionals } = parseFlags(argv, { shards: { type: "string" }, json: { type: "boolean" }, ...FOR_OBJECT_FLAGS }, true);
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const n = values.shards === undefined ? undefined : intFlag("--shards", values.shards, 1, 1, 4096);
     if (values["for-object"] !== undefined) {
       if (positionals.length > 0) throw new UsageError("--for-object", "give either VALUEs or --for-object, not both");

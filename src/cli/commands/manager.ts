@@ -1,3 +1,4 @@
+import { switchFlags, valueFlags } from "../../flag-table.ts";
 import { createAdminServer, type AdminOptions } from "../../proxy/admin.ts";
 import { Counter, Registry as PromRegistry } from "../../prom.ts";
 import { ApiClient } from "../../kube/client.ts";
@@ -95,32 +96,9 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
-      image: { type: "string" },
-      "image-pull-policy": { type: "string" },
-      "webhook-listen": { type: "string" },
-      "cert-mode": { type: "string" },
-      "cert-dir": { type: "string" },
-      "cert-resync": { type: "string" },
-      "cert-validity": { type: "string" },
-      namespace: { type: "string" },
-      service: { type: "string" },
-      secret: { type: "string" },
-      "webhook-config": { type: "string" },
-      "proxy-port": { type: "string" },
-      "admin-port": { type: "string" },
-      "log-level": { type: "string" },
-      "no-rings": { type: "boolean" },
-      "label-rate": { type: "string" },
-      "label-burst": { type: "string" },
-      "metrics-listen": { type: "string" },
-      "metrics-auth": { type: "boolean" },
-      "sidecar-metrics-auth": { type: "boolean" },
-      "sidecar-debug-remote": { type: "boolean" },
+      ...valueFlags("image", "image-pull-policy", "webhook-listen", "cert-mode", "cert-dir", "cert-resync", "cert-validity", "namespace", "service", "secret", "webhook-config", "proxy-port", "admin-port", "log-level", "label-rate", "label-burst", "metrics-listen"),
+      ...switchFlags("no-rings", "metrics-auth", "sidecar-metrics-auth", "sidecar-debug-remote"),
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     if (values.image !== undefined && values.image.trim() === "") throw new UsageError("--image", "--image must not be empty");
     const podName = io.env["POD_NAME"];
     const podNamespace = io.env["POD_NAMESPACE"];

@@ -1,3 +1,4 @@
+import { switchFlags, valueFlags } from "../../flag-table.ts";
 import { formatPreflight } from "../../ops/checks.ts";
 import { runPreflight } from "../../ops/preflight.ts";
 import { settingsFromFlags } from "../../settings/pod-settings.ts";
@@ -57,23 +58,9 @@ Examples:
   async run(argv, io) {
     const { values } = parseFlags(argv, {
       ...KUBE_FLAGS,
-      resources: { type: "string" },
-      "service-account": { type: "string" },
-      shards: { type: "string" },
-      "leader-election": { type: "string" },
-      webhook: { type: "string" },
-      "webhook-secret": { type: "string" },
-      "shard-label": { type: "string" },
-      filter: { type: "string" },
-      ring: { type: "string" },
-      probes: { type: "string" },
-      "require-server-filtering": { type: "boolean" },
-      json: { type: "boolean" },
+      ...valueFlags("resources", "service-account", "shards", "leader-election", "webhook", "webhook-secret", "shard-label", "filter", "ring", "probes"),
+      ...switchFlags("require-server-filtering", "json"),
     });
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     // The pod's own settings, read as the proxy reads them.
     const { resources, shards, leaderElection: lock, filter, ring } = settingsFromFlags({
       resources: values.resources,

@@ -1,3 +1,4 @@
+import { switchFlags, valueFlags } from "../../flag-table.ts";
 import { Registry } from "../../prom.ts";
 import { SERVICE_ACCOUNT_DIR } from "../../kube/config.ts";
 import type { RingMember } from "../../ring/member.ts";
@@ -19,29 +20,8 @@ import { adminAccessFor, ringClient, sidecarAccess } from "../sidecar-access.ts"
 /** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
 export const PROXY_FLAGS = {
   ...SETTING_FLAGS,
-  listen: { type: "string" },
-  "admin-listen": { type: "string" },
-  "debug-remote": { type: "boolean" },
-  "metrics-auth": { type: "boolean" },
-  kubeconfig: { type: "string" },
-  server: { type: "string" },
-  "certificate-authority": { type: "string" },
-  tls: { type: "boolean" },
-  "tls-cert": { type: "string" },
-  "tls-key": { type: "string" },
-  "write-ca": { type: "string" },
-  "pod-name": { type: "string" },
-  "bookmark-interval": { type: "string" },
-  "relist-jitter": { type: "string" },
-  "wait-for-ranges": { type: "string" },
-  "max-item-bytes": { type: "string" },
-  "log-level": { type: "string" },
-  injected: { type: "boolean" },
-  "sa-dir": { type: "string" },
-  "real-sa-dir": { type: "string" },
-  "pod-namespace": { type: "string" },
-  "slot-label": { type: "string" },
-  "slot-count": { type: "string" },
+  ...valueFlags("listen", "admin-listen", "kubeconfig", "server", "certificate-authority", "tls-cert", "tls-key", "write-ca", "pod-name", "bookmark-interval", "relist-jitter", "wait-for-ranges", "max-item-bytes", "log-level", "sa-dir", "real-sa-dir", "pod-namespace", "slot-label", "slot-count"),
+  ...switchFlags("debug-remote", "metrics-auth", "tls", "injected"),
 } as const;
 
 export const proxyCommand: Command = {
@@ -117,10 +97,6 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, PROXY_FLAGS);
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const settings = settingsFromFlags(values, { slotLabel: values["slot-label"] !== undefined });
     const { resources, shards: spec, fallback, filter: filterMode } = settings;
     const listen = parseListen("--listen", values.listen ?? "127.0.0.1:7443");

@@ -27,10 +27,6 @@ Examples:
 `,
   async run(argv, io) {
     const { values, positionals } = parseFlags(argv, { key: { type: "string" }, json: { type: "boolean" }, ...FOR_OBJECT_FLAGS }, true);
-    if (values.help) {
-      io.stdout.write(this.usage);
-      return 0;
-    }
     const key = values.key ?? "uid";
     if (key !== "uid" && key !== "namespace") throw new UsageError("--key", `invalid --key ${JSON.stringify(key)}: expected uid or namespace`);
     if (positionals.length !== 1) throw new UsageError("N", "exactly one N is required, e.g. shardcar ranges 3");

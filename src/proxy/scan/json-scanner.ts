@@ -532,6 +532,11 @@ export class JsonScanner {
       }
     }
 
+    // The loop keeps its state in locals. Around every sink callback they are
+    // written back to the fields (the sink may call untrackBelow or stop,
+    // which read and change them) and `td` is read again after: the same few
+    // lines at each callback, written out per byte-loop case, not shared
+    // through a call that would have to take the locals and hand `td` back.
     let stack = this.stack;
     const sink = this.sink;
     let state = this.state;
@@ -595,9 +600,10 @@ export class JsonScanner {
             if (!capture) this.cur[depth] = null;
             this.pendingKeyStart = base + i;
           }
-          // Performance twin of the string value below (A_STRING): the same
-          // steps for a key, written out in the scan loop rather than shared
-          // through a call, as every state of this loop is. Change both.
+          // Performance twin of the string value in this function's A_STRING
+          // case below: the same steps for a key, written out in the per-byte
+          // scan loop rather than shared through a call, as every state of
+          // this loop is. Change both.
           i++;
           this.strEscaped = false;
           const q = this.stringEnd(buf, i, len, base);
@@ -669,8 +675,9 @@ export class JsonScanner {
             }
           }
           if (c === QUOTE) {
-            // Performance twin of the key string above (S_KEY): written out
-            // in the scan loop, not shared through a call. Change both.
+            // Performance twin of the key string in this function's A_KEY case
+            // above: written out in the per-byte scan loop, not shared through
+            // a call. Change both.
             i++;
             this.strEscaped = false;
             const capture = node !== null && node.id !== 0;
@@ -741,6 +748,8 @@ export class JsonScanner {
           if (depth === td) {
             const node = this.cur[depth];
             if (node !== null && node !== undefined && node.id !== 0) {
+              // Performance twin of the scalar's end just below (A_NUMBER_END):
+              // the callback bracket described where scan()'s loop begins. Change both.
               this.depth = depth;
               this.td = td;
               this.state = state;
@@ -758,6 +767,8 @@ export class JsonScanner {
           if (code === A_LITERAL_END) i++;
           state = stack[depth] as number;
           if (this.scalarId !== 0) {
+            // Performance twin of a container's end just above (A_CLOSE_OBJ):
+            // the callback bracket described where scan()'s loop begins. Change both.
             this.depth = depth;
             this.td = td;
             this.state = state;

@@ -19,6 +19,7 @@
 import type { HashMatcher } from "../../shard/range.ts";
 import type { ResourceKey } from "../../shard/slots.ts";
 import { slotRange } from "../../shard/table.ts";
+import { entryOf } from "../../map-entry.ts";
 
 /** Labels mode: the slot label's key and the slot count its values are slots of. */
 export interface SlotLabelKey {
@@ -123,12 +124,7 @@ export class SlotStarts {
   static readonly #bySlotCount = new Map<number, SlotStarts>();
 
   static of(slotCount: number): SlotStarts {
-    let t = SlotStarts.#bySlotCount.get(slotCount);
-    if (t === undefined) {
-      t = new SlotStarts(slotCount);
-      SlotStarts.#bySlotCount.set(slotCount, t);
-    }
-    return t;
+    return entryOf(SlotStarts.#bySlotCount, slotCount, (n) => new SlotStarts(n));
   }
 }
 
