@@ -69,8 +69,14 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
     id: "P5m",
     name: /pod memory at the peak .*client-go, gate (on|off), N=2$/,
     kind: "ratio",
-    ratchet: 0.4,
-    reason: "a client-go controller's cache is small next to a Node sidecar's floor (~56 MB for a bare Node process with the same listeners); quick measured 0.43-0.45 on 2026-12-01 (0.35-0.40 with the X.509 import regression this ratchet caught; docs/performance.md, P5m)",
+    // Below the noise of a good build: on 2026-12-01 the same build measured
+    // 0.40-0.45 (the unsharded client-go controller alone 49.6-54.1 MB, as
+    // Go's heap happens to stand). At 0.40 it caught the X.509 import (15 MB,
+    // 0.35-0.40) and then flapped on the fixed build; at 0.36 it catches a
+    // regression of ~25 MB or more. An import that should not be at start
+    // fails test/cli/footprint.test.ts, every time.
+    ratchet: 0.36,
+    reason: "a client-go controller's cache is small next to a Node sidecar's floor (~56 MB for a bare Node process with the same listeners); quick measured 0.40-0.45 on 2026-12-01 (docs/performance.md, P5m)",
   },
   {
     id: "P5m",
