@@ -58,7 +58,7 @@ export async function loopbackTls(o: LoopbackTlsOptions): Promise<TlsMaterial | 
  */
 export async function selfSignedTls(caName: string, names: readonly string[], now = new Date()): Promise<{ readonly tls: TlsMaterial; readonly caPem: string }> {
   // Loaded only here: @peculiar/x509 and its ASN.1 stack cost a sidecar
-  // started with --tls-cert or without TLS ~10 MB it would never use
+  // started with --tls-cert or without TLS ~15 MB it would never use
   // (P5m, P6: docs/performance.md).
   const { createLocalCa } = await import("../pki/ca.ts");
   const ca = await createLocalCa(caName, now, VALIDITY_MS);
