@@ -5,7 +5,7 @@
  * replica of an unmodified controller leads its own shard.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Readable } from "node:stream";
+import { pipeline, Readable } from "node:stream";
 import type { ProxyServer } from "http-proxy-3";
 import { renameBody, type LockMatch } from "./lock-rename.ts";
 import { endToEndHeaders } from "./routing.ts";
@@ -14,23 +14,26 @@ import { sendStatus } from "./status.ts";
 // A lock object is tiny; anything near etcd's 1.5 MiB object limit is not a lock.
 const MAX_LOCK_BODY_BYTES = 1536 * 1024;
 
-/** Reads a whole body up to the lock limit; `tooLarge` runs (once) instead of `done` past it. */
-function readSmall(body: Readable, tooLarge: () => void, done: (raw: Buffer) => void): void {
+/**
+ * Reads a whole body up to the lock limit and calls `done` with it. Past the
+ * limit it stops reading and calls `tooLarge` (once) with what it has read;
+ * the rest is still to come on `body`.
+ */
+function readSmall(body: Readable, tooLarge: (head: Buffer[]) => void, done: (raw: Buffer) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
-  let over = false;
-  body.on("data", (b: Buffer) => {
+  const onData = (b: Buffer): void => {
     size += b.length;
-    if (size > MAX_LOCK_BODY_BYTES) {
-      if (!over) tooLarge();
-      over = true;
-      return;
-    }
     chunks.push(b);
-  });
-  body.on("end", () => {
-    if (!over) done(Buffer.concat(chunks));
-  });
+    if (size <= MAX_LOCK_BODY_BYTES) return;
+    body.off("data", onData);
+    body.off("end", onEnd);
+    body.pause();
+    tooLarge(chunks);
+  };
+  const onEnd = (): void => done(Buffer.concat(chunks));
+  body.on("data", onData);
+  body.on("end", onEnd);
 }
 
 export class LockServing {
@@ -68,9 +71,14 @@ export class LockServing {
     proxyRes.on("error", () => res.destroy());
     readSmall(
       proxyRes,
-      () => {
-        proxyRes.destroy();
-        sendStatus(res, 502, "shardcar: leader-election lock response too large");
+      (head) => {
+        // Larger than any lock object, so not one (a refusal that quotes a
+        // huge name, say): it goes back as it came, unrenamed, and streamed.
+        if (res.headersSent) return void proxyRes.destroy();
+        res.writeHead(proxyRes.statusCode ?? 502, endToEndHeaders(proxyRes));
+        for (const b of head) res.write(b);
+        // pipeline, not pipe: a client gone mid-answer frees the upstream connection too.
+        pipeline(proxyRes, res, () => {});
       },
       (raw) => {
         if (res.headersSent) return;

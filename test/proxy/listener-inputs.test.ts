@@ -102,6 +102,8 @@ const ROWS: readonly Row[] = [
   { name: "Expect: 100-continue on a request pipelined behind a get", messages: [get("/api/v1/namespaces/ns-0/pods/nothing-here", ["Connection: keep-alive"]), withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [404, 405] },
   { name: "Expect: 100-continue on a request of its own", messages: [withBody("POST", "/api/v1/namespaces/configmaps", '{"kind":"ConfigMap"}', ["Expect: 100-continue"])], want: [405] },
   { name: "a bad escape pipelined between two lists", messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods%zz", ["Connection: keep-alive"]), get("/api/v1/pods")], want: [200, 400, 200] },
+  // A refusal that quotes a huge name is larger than any lock object: it is not one, and goes back as it came.
+  { name: "a create in the lock's collection whose refusal is larger than any lock", messages: [withBody("POST", "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases", JSON.stringify({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "x".repeat(1_000_000) } }))], want: [422], lockOnly: true },
   { name: "lock calls pipelined: GET, PUT, GET", messages: [get(LOCK, ["Connection: keep-alive"]), withBody("PUT", LOCK, LEASE, ["Connection: keep-alive"]), get(LOCK)], want: [200, 200, 200], lockOnly: true },
   // Clients that vanish mid-request and mid-response.
   { name: "a client gone mid-request-line", messages: [get("/api/v1/pods")], bytes: (b) => [b.subarray(0, 12)], end: { kind: "vanish" } },
