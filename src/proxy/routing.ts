@@ -7,7 +7,7 @@
  * Upstream requests always end when the controller goes away: a watch whose
  * client left must not stay open upstream (design.md, data path §1).
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ClientRequest, IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
@@ -59,6 +59,18 @@ export function createRoutes(o: {
       };
       socket.once("end", stop);
       socket.once("close", stop);
+    });
+  });
+  // An answer the apiserver gave before the client's body was done (a 404
+  // for a path it does not serve): the front then reads on and drops the
+  // rest of the body (front.ts), so its copy upstream never ends, and the
+  // upstream connection stayed in use for good. Half a body sent, it cannot
+  // be reused: close it. (A lock request is read whole before it is sent,
+  // and a sharded one is sent without its body.)
+  passthrough.on("proxyRes", (proxyRes, req, res) => {
+    res.once("finish", () => {
+      // node sets `req` on a client's response (its ClientRequest); @types/node does not declare it.
+      if (!req.complete) (proxyRes as IncomingMessage & { readonly req?: ClientRequest }).req?.destroy();
     });
   });
   sharded.on("proxyReq", (proxyReq, req) => {

@@ -236,6 +236,34 @@ t.test("an upgrade relayed without upgrading ends upstream when its client leave
   t.ok(await eventually(() => open === 0 && proxy.openConnections() === 0, 5000), `the upstream request ended (${open} open) and so did the client's connection (${proxy.openConnections()})`);
 });
 
+t.test("an answer given before the client's body was done frees its upstream connection", async (t) => {
+  // An apiserver that answers a path it does not serve at once, never reads
+  // a body, and keeps a connection for as long as its client does.
+  let open = 0;
+  const server = createServer((_req, res) => {
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end('{"kind":"Status","code":404}');
+  });
+  server.keepAliveTimeout = 600_000;
+  server.requestTimeout = 0;
+  server.on("connection", (s) => {
+    open++;
+    s.once("close", () => open--);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  const upstream = makeUpstream(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(() => proxy.close());
+  const body = '{"kind":"Lease","metadata":{"name":"demo-lock"}}';
+  const head = `POST /apis/coordination.k8s.io/v1/namesp%2Faces/ns-0/leases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+  // The head first, then the body in pieces: the answer comes before the body is done.
+  const pieces = [head, body.slice(0, 10), body.slice(10, 30), body.slice(30)].map((p) => Buffer.from(p));
+  const res = await exchange(endpoint(proxy), { writes: pieces, gapMs: 20, end: { kind: "read-for", ms: 50 } }, ["POST"]);
+  t.equal(parseResponses(res.received, ["POST"]).responses[0]?.status, 404, "the apiserver's answer is relayed");
+  t.ok(await eventually(() => open === 0, 10_000), `the upstream connection is closed (${open} open at the apiserver)`);
+});
+
 t.test("a client that waits for 100 Continue gets it before it sends its body, and then its answer", async (t) => {
   const api = await startDevApi({ gate: "off" });
   const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream: makeUpstream(api.url), resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });

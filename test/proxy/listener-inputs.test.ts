@@ -34,6 +34,13 @@ const request = (method: string, target: string, headers: readonly string[] = []
 const get = (target: string, headers: readonly string[] = []): RawMessage => request("GET", target, headers);
 const withBody = (method: string, target: string, body: string, headers: readonly string[] = []): RawMessage => request(method, target, ["Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`, ...headers], body);
 
+/** The head in one write, then the body in `n` pieces: the apiserver has the head before the body. */
+const bodyInPieces = (whole: Buffer, n: number): Buffer[] => {
+  const start = whole.indexOf("\r\n\r\n") + 4;
+  const cuts = Array.from({ length: n + 1 }, (_, i) => start + Math.floor((i * (whole.length - start)) / n));
+  return [whole.subarray(0, start), ...cuts.slice(0, -1).map((c, i) => whole.subarray(c, cuts[i + 1]))];
+};
+
 interface Row extends RawRow {
   /** Only with `--leader-election`. */
   readonly lockOnly?: boolean;
@@ -108,6 +115,8 @@ const ROWS: readonly Row[] = [
   // Clients that vanish mid-request and mid-response.
   { name: "a client gone mid-request-line", messages: [get("/api/v1/pods")], bytes: (b) => [b.subarray(0, 12)], end: { kind: "vanish" } },
   { name: "a client gone mid-headers", messages: [get("/api/v1/pods")], bytes: (b) => [b.subarray(0, b.length - 10)], end: { kind: "vanish" } },
+  // The apiserver answers a path it does not serve before the body is done: the upstream copy of the body must end too.
+  { name: "a POST the apiserver answers before its slow body is done", messages: [withBody("POST", "/apis/coordination.k8s.io/v1/namesp%2Faces/ns-0/leases", LEASE)], bytes: (b) => bodyInPieces(b, 10), gapMs: 10, end: { kind: "read-for", ms: 25 }, want: [404] },
   { name: "a client gone mid-body of a lock PUT", messages: [withBody("PUT", LOCK, LEASE)], bytes: (b) => [b.subarray(0, b.length - 20)], end: { kind: "vanish" } },
   { name: "a client gone before the answer to a list", messages: [get("/api/v1/pods")], end: { kind: "vanish" } },
   { name: "a client gone mid-watch", messages: [get("/api/v1/pods?watch=1")], end: { kind: "read-for", ms: 100 } },

@@ -51,6 +51,8 @@ export interface RawRow {
   readonly messages: readonly RawMessage[];
   /** The bytes written, when not the messages as they are (cut, split). */
   readonly bytes?: (whole: Buffer) => Buffer[];
+  /** Milliseconds between those writes (a slow client); default 0. */
+  readonly gapMs?: number;
   /** Default: read until every message is answered. */
   readonly end?: ClientEnd;
   /** The statuses of the answers, in order; `undefined` when the client leaves before it could read any. */
@@ -64,7 +66,7 @@ export function rawBytes(messages: readonly RawMessage[]): Buffer {
 
 /** Runs a row against `ep`: its bytes, then its client behaviour. */
 export function exchangeRow(ep: Endpoint, row: RawRow, whole: Buffer): Promise<ExchangeResult> {
-  return exchange(ep, { writes: row.bytes?.(whole) ?? [whole], gapMs: 0, end: row.end ?? { kind: "read", maxMs: 20_000, expect: row.messages.length } }, row.messages.map((m) => m.method.toUpperCase()));
+  return exchange(ep, { writes: row.bytes?.(whole) ?? [whole], gapMs: row.gapMs ?? 0, end: row.end ?? { kind: "read", maxMs: 20_000, expect: row.messages.length } }, row.messages.map((m) => m.method.toUpperCase()));
 }
 
 export interface ExchangeResult {
