@@ -71,8 +71,14 @@ export interface DevApiStats {
   readonly requests: RequestRecord[];
   /** Watch streams currently open. */
   readonly openWatches: number;
-  /** The request target of each open watch stream: what a leak names. */
+  /** Each open watch stream's request target, and the bearer token that sent it: what a leak names. */
   readonly openWatchUrls: readonly string[];
+}
+
+/** A watch as a leak report names it: its target, and its token (a test's names the case that sent it). */
+function watchCaller(req: IncomingMessage): string {
+  const token = /^Bearer (\S{1,80})/i.exec(req.headers.authorization ?? "")?.[1];
+  return token === undefined ? (req.url ?? "/") : `${req.url ?? "/"} (token ${token})`;
 }
 
 export interface HandlerOptions {
@@ -379,7 +385,7 @@ export class DevApiHandler {
     if (r.name === undefined) record.served = { verb: q.watch ? "watch" : "list", resource: def.group === "" ? def.resource : `${def.resource}.${def.group}` };
     if (q.watch) {
       bump(this.stats.watches, r.state.def.resource);
-      this.watch(res, r, q, format, req.url ?? "/");
+      this.watch(res, r, q, format, watchCaller(req));
       return;
     }
     bump(this.stats.lists, r.state.def.resource);
@@ -432,7 +438,7 @@ export class DevApiHandler {
     await writeChunked(res, parts);
   }
 
-  private watch(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat, url: string): void {
+  private watch(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat, caller: string): void {
     const state = r.state;
     const store = this.o.store;
     const gate = this.nextGate();
@@ -468,7 +474,7 @@ export class DevApiHandler {
       },
     });
     if (session.isClosed) return;
-    this.sessions.set(session, url);
+    this.sessions.set(session, caller);
 
     // Everything from here to subscribing is synchronous: no write can slip between the snapshot (or replay) and the live feed.
     if (initial) {

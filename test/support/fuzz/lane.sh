@@ -13,6 +13,11 @@ cd "$(dirname "$0")/../../.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 secs=${SHARDCAR_FUZZ_SECONDS:-600}
 export SHARDCAR_FUZZ_SECONDS="$secs"
+# The proxies run in the test process; give it the sidecar's allocator
+# setting (src/sidecar-runtime.ts), so that the RSS judged is theirs as
+# shipped: without it, glibc's per-thread arenas (zlib and TLS work on
+# libuv's threads) keep the high-water mark of a burst of large bodies.
+export MALLOC_ARENA_MAX=2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # tap runs with the plugins package.json names only once rebuilt for them
