@@ -24,6 +24,10 @@ export interface LinkConnection {
   proxyNotReadingSince: number | undefined;
   /** Either side closed. */
   closed: boolean;
+  /** The server's side has closed (what the link still has for the proxy goes out first). */
+  upstreamClosed: boolean;
+  /** Bytes the link wrote towards the proxy that the proxy's socket has not taken yet. */
+  readonly queuedToProxy: number;
 }
 
 interface Conn extends LinkConnection {
@@ -124,7 +128,22 @@ export class FaultLink {
       budget = this.#armed.afterBytes;
       if (--this.#armed.count <= 0) this.#armed = undefined;
     }
-    const c: Conn = { id: this.#nextId++, down: 0, up: 0, stalled: false, proxyNotReadingSince: undefined, closed: false, client, upstream, budget, held: [] };
+    const c: Conn = {
+      id: this.#nextId++,
+      down: 0,
+      up: 0,
+      stalled: false,
+      proxyNotReadingSince: undefined,
+      closed: false,
+      upstreamClosed: false,
+      get queuedToProxy() {
+        return client.writableLength;
+      },
+      client,
+      upstream,
+      budget,
+      held: [],
+    };
     this.#conns.add(c);
     this.#all.push(c);
     const closeBoth = (): void => {
@@ -162,10 +181,16 @@ export class FaultLink {
     upstream.on("end", () => {
       if (c.held.length === 0) client.end();
     });
-    for (const s of [client, upstream]) {
-      s.on("close", closeBoth);
-      s.on("error", closeBoth);
-    }
+    client.on("close", closeBoth);
+    for (const s of [client, upstream]) s.on("error", closeBoth);
+    // A server that closes after a clean end, with nothing held by a stall,
+    // has cut nothing: the proxy's side was ended and closes once the bytes
+    // still queued for it are out. Destroying it now would drop them while
+    // the proxy saw a clean end (a response cut short near its end).
+    upstream.on("close", () => {
+      c.upstreamClosed = true;
+      if (!upstream.readableEnded || c.held.length > 0) closeBoth();
+    });
   }
 
   #toProxy(c: Conn, b: Buffer): void {
