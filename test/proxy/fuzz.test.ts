@@ -193,7 +193,10 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   }
 
   // The last case sent from each client port: a connection left open names its case.
-  const casesByPort = new Map<number, string>();
+  // The case number only: this process's heap is judged, and a description
+  // per port (tens of thousands of them, up to a few kB each) filled it for
+  // the first half of a long run. The replay command rebuilds the case.
+  const casesByPort = new Map<number, number>();
   const make = (rnd: Random, i: number): FuzzCase => {
     const target = targets[rnd.int(targets.length)] as Target;
     const plan = planCase(rnd, target.corpus, `fuzz-${settings.seed}-${i}`, target.endpoint.tls !== undefined);
@@ -202,7 +205,7 @@ t.test("every request the listener can receive gets an answer or a clean close, 
       requests: plan.messages.length,
       run: async () => {
         const res = await exchange(target.endpoint, plan, plan.methods);
-        if (res.localPort !== undefined) casesByPort.set(res.localPort, `case ${i} to the ${target.name} proxy:\n${describePlan(plan)}`);
+        if (res.localPort !== undefined) casesByPort.set(res.localPort, i);
         const p = judgeExchange(plan, res, api.stats.requests, target, pb);
         // One case at a time (a reproduction), each must release what it opened: this names the case that leaks.
         if (settings.concurrency === 1 && !(await eventually(() => upstreamIdle(targets, api) && targets.every((x) => x.running.openConnections() === 0), 5000))) p.push(`the proxy kept connections or upstream requests open after the client left (${drainState(targets, api)})`);
@@ -232,7 +235,8 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   if (!isDrained) {
     for (const c of targets.flatMap((x) => x.running.describeConnections())) {
       const port = /^peer :(\d+)/.exec(c)?.[1];
-      t.comment(`left open: ${c}; sent by ${port === undefined ? "an unknown case" : (casesByPort.get(Number(port)) ?? "no case on record")}`);
+      const sent = port === undefined ? undefined : casesByPort.get(Number(port));
+      t.comment(`left open: ${c}; sent by ${port === undefined ? "an unknown case" : sent === undefined ? "no case on record" : `case ${sent} (replay: SHARDCAR_FUZZ_SEED=${settings.seed} SHARDCAR_FUZZ_CASE=${sent} tap --disable-coverage test/proxy/fuzz.test.ts)`}`);
     }
   }
   const after = log.final(outcome.cases);
