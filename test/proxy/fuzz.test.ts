@@ -35,7 +35,7 @@ import { loadK8sProto } from "../support/proto/k8s.ts";
 import { lockRequests, observedRequests, type RequestModel } from "./support/fuzz-corpus.ts";
 import { describePlan, planCase, unmutatedPlan } from "./support/http-mutate.ts";
 import { judgeExchange, type ProxyUnderTest } from "./support/fuzz-oracle.ts";
-import { agentSockets, handlerFailures, readyz } from "./support/live-proxy.ts";
+import { agentSockets, describeAgentRequests, handlerFailures, readyz } from "./support/live-proxy.ts";
 
 const FILE = "test/proxy/fuzz.test.ts";
 const NAMESPACES = ["ns-0", "ns-1", "ns-2", "ns-3"];
@@ -101,7 +101,7 @@ function upstreamIdle(targets: readonly Target[], api: DevApi): boolean {
 
 function drainState(targets: readonly Target[], api: DevApi): string {
   const watches = api.stats.openWatchUrls;
-  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}${targets.flatMap((x) => x.running.describeConnections().map((c) => `; ${x.name} connection: ${c}`)).join("")}`;
+  return `proxy connections ${targets.map((x) => x.running.openConnections()).join("/")}, upstream requests ${targets.map((x) => agentSockets(x.agent).inUse).join("/")}, devapi watches ${watches.length}${watches.length === 0 ? "" : ` (${watches.map((u) => JSON.stringify(u.slice(0, 300))).join(", ")})`}${targets.flatMap((x) => x.running.describeConnections().map((c) => `; ${x.name} connection: ${c}`)).join("")}${targets.flatMap((x) => describeAgentRequests(x.agent).map((r) => `; ${x.name} upstream request: ${r}`)).join("")}`;
 }
 
 async function failures(targets: readonly Target[]): Promise<string[]> {

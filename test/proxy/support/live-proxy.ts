@@ -55,6 +55,28 @@ export async function handlerFailures(running: RunningProxy): Promise<number> {
 }
 
 /** Upstream connections carrying a request, and idle kept-alive ones. */
+/**
+ * Each upstream request in use: its method, path and bearer token (a
+ * fuzzer's names its seed and case), as a leak report names it. Reads the
+ * request a socket serves from node's `_httpMessage`; changes nothing.
+ */
+export function describeAgentRequests(agent: Agent): string[] {
+  const out: string[] = [];
+  for (const list of Object.values(agent.sockets)) {
+    for (const socket of list ?? []) {
+      const req = (socket as unknown as { _httpMessage?: { method?: string; path?: string; getHeader?: (name: string) => unknown } })._httpMessage;
+      if (req === undefined) {
+        out.push("a socket with no request");
+        continue;
+      }
+      const auth = req.getHeader?.("authorization");
+      const token = typeof auth === "string" ? /^Bearer (\S{1,80})/i.exec(auth)?.[1] : undefined;
+      out.push(`${req.method ?? "?"} ${JSON.stringify((req.path ?? "").slice(0, 200))}${token === undefined ? "" : ` (token ${token})`}`);
+    }
+  }
+  return out;
+}
+
 export function agentSockets(agent: Agent): { inUse: number; idle: number } {
   const count = (m: NodeJS.ReadOnlyDict<unknown[]>): number => Object.values(m).reduce((n, l) => n + (l?.length ?? 0), 0);
   return { inUse: count(agent.sockets), idle: count(agent.freeSockets) };
