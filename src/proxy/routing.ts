@@ -68,6 +68,9 @@ export function createRoutes(o: {
   // be reused: close it. (A lock request is read whole before it is sent,
   // and a sharded one is sent without its body.)
   passthrough.on("proxyRes", (proxyRes, req, res) => {
+    // Most requests (every GET without a body) are complete by now: no
+    // listener for them, since this runs once per pass-through answer.
+    if (req.complete) return;
     res.once("finish", () => {
       // node sets `req` on a client's response (its ClientRequest); @types/node does not declare it.
       if (!req.complete) (proxyRes as IncomingMessage & { readonly req?: ClientRequest }).req?.destroy();

@@ -54,7 +54,6 @@ export async function handlerFailures(running: RunningProxy): Promise<number> {
   return (await running.metrics.handlerFailures.get()).values.reduce((s, v) => s + v.value, 0);
 }
 
-/** Upstream connections carrying a request, and idle kept-alive ones. */
 /**
  * Each upstream request in use: its method, path and bearer token (a
  * fuzzer's names its seed and case), as a leak report names it. Reads the
@@ -77,6 +76,7 @@ export function describeAgentRequests(agent: Agent): string[] {
   return out;
 }
 
+/** Upstream connections carrying a request, and idle kept-alive ones. */
 export function agentSockets(agent: Agent): { inUse: number; idle: number } {
   const count = (m: NodeJS.ReadOnlyDict<unknown[]>): number => Object.values(m).reduce((n, l) => n + (l?.length ?? 0), 0);
   return { inUse: count(agent.sockets), idle: count(agent.freeSockets) };
