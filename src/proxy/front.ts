@@ -40,6 +40,8 @@ export interface Front {
   readonly checkContinue: (req: IncomingMessage, res: ServerResponse) => void;
   /** node's `upgrade` listener. */
   readonly upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /** node's `connect` listener: a CONNECT request, which asks for a tunnel. */
+  readonly connect: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 /**
@@ -133,6 +135,16 @@ export function createFront(opts: FrontOptions): Front {
     logger.error({ err, method: req.method, url: req.url, listener }, "request handler threw; answering 500");
     answer(`shardcar: internal error serving ${req.method ?? ""} ${JSON.stringify((req.url ?? "").slice(0, 200))}: ${message}`);
   };
+  /**
+   * An upgrade or a CONNECT takes the connection from node's HTTP server as
+   * soon as it is parsed, even pipelined behind requests still being
+   * answered: their answers can never be written, and node no longer aborts
+   * them when the client goes.
+   */
+  const orphanEarlier = (req: IncomingMessage): void => {
+    const earlier = pending.get(req.socket);
+    if (earlier !== undefined) abortAll(earlier);
+  };
   const request = (req: IncomingMessage, res: ServerResponse): void => {
     if (!accept(req, (m) => sendStatus(res, 400, m))) return;
     track(req, res);
@@ -157,11 +169,7 @@ export function createFront(opts: FrontOptions): Front {
       request(req, res);
     },
     upgrade(req, socket, head) {
-      // An upgrade pipelined behind requests still being answered takes the
-      // connection from node's HTTP server at once: their answers can never
-      // be written, and node no longer aborts them when the client goes.
-      const earlier = pending.get(req.socket);
-      if (earlier !== undefined) abortAll(earlier);
+      orphanEarlier(req);
       if (!accept(req, (m) => endWithStatus(socket, 400, m, { method: req.method }))) return;
       try {
         const refusal = upgradeRefusal(req, opts.index);
@@ -174,6 +182,15 @@ export function createFront(opts: FrontOptions): Front {
       } catch (err) {
         failed("upgrade", req, err, (m) => endWithStatus(socket, 500, m, { method: req.method }));
       }
+    },
+    connect(req, socket) {
+      // Without this listener node destroys the connection, but the requests
+      // pipelined ahead of the CONNECT would stay open upstream (a watch for
+      // good). The apiserver has no tunnels to give: kubectl's exec, attach
+      // and port-forward upgrade a GET or POST.
+      orphanEarlier(req);
+      metrics.rejectedRequests.inc({ reason: "connect" });
+      endWithStatus(socket, 405, `shardcar: CONNECT ${JSON.stringify((req.url ?? "").slice(0, 200))} asks for a tunnel, which neither shardcar nor the apiserver serves; exec, attach and port-forward upgrade a GET or POST`, { method: req.method });
     },
   };
 }

@@ -140,6 +140,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   server.headersTimeout = 60_000;
   server.keepAliveTimeout = 120_000;
   server.on("upgrade", front.upgrade);
+  server.on("connect", front.connect);
   server.on("checkContinue", front.checkContinue);
   const addr = await listen(server, cfg.listen);
   let admin: Server | undefined;

@@ -5,13 +5,13 @@
  * client that leaves takes its upstream request with it; upgrades the proxy
  * cannot filter are refused.
  */
-import t from "tap";
+import t, { type Test } from "tap";
 import { createServer, request, type IncomingMessage, type Server } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { Duplex, Writable } from "node:stream";
 import { Registry } from "prom-client";
 import { pino } from "pino";
-import { startDevApi, seedPods } from "../../src/devapi/index.ts";
+import { startDevApi, seedPods, type DevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { indexResources } from "../../src/proxy/classify.ts";
 import { createFront } from "../../src/proxy/front.ts";
@@ -139,7 +139,8 @@ t.test("a client gone after its answer but before its body ended takes the upstr
   t.ok(await eventually(() => inUse() === 0, 10_000), `the upstream request ended with its client (${inUse()} in use)`);
 });
 
-t.test("an upgrade pipelined behind requests still being answered takes their upstream requests with it", async (t) => {
+/** A proxy on four pods of a gate-off devapi, both closed at the end of `t`. */
+async function proxyOnDevApi(t: Test): Promise<{ api: DevApi; upstream: Upstream; proxy: RunningProxy }> {
   const api = await startDevApi({ gate: "off" });
   seedPods(api, { count: 4 });
   const upstream = makeUpstream(api.url);
@@ -148,14 +149,39 @@ t.test("an upgrade pipelined behind requests still being answered takes their up
     await proxy.close();
     await api.close();
   });
+  return { api, upstream, proxy };
+}
+
+/** No upstream request, devapi watch or proxy connection is left once the client is gone. */
+async function nothingLeftOpen(t: Test, api: DevApi, upstream: Upstream, proxy: RunningProxy): Promise<void> {
+  const inUse = (): number => Object.values(upstream.agent.sockets).reduce((n, l) => n + (l?.length ?? 0), 0);
+  t.ok(await eventually(() => inUse() === 0 && api.stats.openWatches === 0 && proxy.openConnections() === 0, 10_000), `nothing left open (upstream ${inUse()}, devapi watches ${api.stats.openWatches}, connections ${proxy.openConnections()})`);
+}
+
+t.test("an upgrade pipelined behind requests still being answered takes their upstream requests with it", async (t) => {
+  const { api, upstream, proxy } = await proxyOnDevApi(t);
   const list = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n";
   const watch = "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n";
   const upgrade = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
   // Node hands the connection to the upgrade as soon as it parses it: the
   // list is being answered, the watch queued behind it, and both are orphaned.
   await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + upgrade)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
-  const inUse = (): number => Object.values(upstream.agent.sockets).reduce((n, l) => n + (l?.length ?? 0), 0);
-  t.ok(await eventually(() => inUse() === 0 && api.stats.openWatches === 0 && proxy.openConnections() === 0, 10_000), `nothing left open (upstream ${inUse()}, devapi watches ${api.stats.openWatches}, connections ${proxy.openConnections()})`);
+  await nothingLeftOpen(t, api, upstream, proxy);
+});
+
+t.test("a CONNECT is answered 405 and takes the requests pipelined ahead of it with it", async (t) => {
+  const { api, upstream, proxy } = await proxyOnDevApi(t);
+  const alone = await send(proxy, "CONNECT /api/v1/namespaces/ns/pods/p0/portforward HTTP/1.1\r\nHost: x\r\n\r\n");
+  t.equal(alone.status, 405, "a CONNECT alone is refused");
+  t.match(status(alone).message, /CONNECT "\/api\/v1\/namespaces\/ns\/pods\/p0\/portforward" asks for a tunnel/, "naming the request");
+  t.equal(await counter(proxy, "rejectedRequests"), 1, "and counted");
+  // Node hands the connection to the CONNECT as soon as it parses it: the
+  // list is being answered, the watch queued behind it, and both are orphaned.
+  const list = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n";
+  const watch = "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  const tunnel = "CONNECT /api/v1/pods HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + tunnel)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
+  await nothingLeftOpen(t, api, upstream, proxy);
 });
 
 /** An apiserver stand-in that answers everything, upgrades included, with every pod in the keyspace. */

@@ -82,6 +82,9 @@ const ROWS: readonly Row[] = [
   { name: "a lower-case method", messages: [request("get", "/api/v1/pods")], want: [400] },
   { name: "a WebDAV method on a sharded collection", messages: [request("PROPFIND", "/api/v1/pods")], want: [405] },
   { name: "a WebDAV method on the lock", messages: [request("PROPFIND", LOCK)], want: [405] },
+  // A CONNECT asks for a tunnel, and takes the connection from node's HTTP server as soon as it is parsed.
+  { name: "a CONNECT to a subresource", messages: [request("CONNECT", "/api/v1/namespaces/ns-0/pods/pod-00000/portforward")], want: [405] },
+  { name: "a CONNECT pipelined behind a list and a watch", messages: [get("/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods?watch=1", ["Connection: keep-alive"]), withBody("CONNECT", "/api/v1/pods", "{}")], end: { kind: "read-for", ms: 100 } },
   // A HEAD's answer has no body, also when the proxy refuses it on the raw socket of an upgrade.
   { name: "a HEAD with an upgrade and a malformed escape", messages: [request("HEAD", "/api/v1/namespaces/%zz/pods", ["Connection: Upgrade", "Upgrade: SPDY/3.1"])], want: [400] },
   { name: "a HEAD of a sharded collection, then a list on the same connection", messages: [request("HEAD", "/api/v1/pods", ["Connection: keep-alive"]), get("/api/v1/pods")], want: [405, 200] },
