@@ -18,14 +18,20 @@
  * the better round of each path is kept.
  *
  * The CPU time each server process spends per request is measured in the
- * same rounds (from /proc). The quick (CI) run judges P1 on that: the
- * proxy's CPU per GET at 1,000 req/s against the same 0.3 ms. On a shared
- * 2-core machine a short latency run measures the neighbours (a quick run
- * at a load of 24 read a p50 of 241 ms straight to devapi), while the CPU a
- * request costs the proxy is the proxy's; on an idle machine the added
- * latency is that CPU time plus one loopback hop. The full run judges the
- * latency itself. (A regression that adds waiting without CPU, a timer or a
- * buffered write, shows in the full run only.)
+ * same rounds (from /proc). The quick (CI) run judges P1 on that: on a
+ * shared 2-core machine a short latency run measures the neighbours (a
+ * quick run at a load of 24 read a p50 of 241 ms straight to devapi), while
+ * the CPU a request costs the proxy is the proxy's; on an idle machine the
+ * added latency is that CPU time plus one loopback hop. It is judged as a
+ * ratio to devapi's CPU per GET in the same rounds, not in milliseconds:
+ * the machine's speed moves both alike (one commit measured 0.16-0.20 ms
+ * one day and 0.33-0.40 ms the next, its ratio the same). The full run
+ * judges the latency itself. (A regression that adds waiting without CPU,
+ * a timer or a buffered write, shows in the full run only.)
+ *
+ * `SHARDCAR_BENCH_SLOW_REQUEST_US=N` (test-only, bench/support/slow-request.ts)
+ * starts the proxy with a hook that spends N µs of CPU on every request, as
+ * a slower pass-through path would: it shows the quick judge failing.
  *
  * Usage: node bench/macro/p1-passthrough.ts [--quick]
  *   P1_DURATION_MS, P1_ROUNDS, P1_CONNECTIONS override the run length,
@@ -34,6 +40,7 @@
 import type { Bench, BenchResult } from "../lib.ts";
 import type { MaxResult, RateResult } from "../support/loadgen.ts";
 import { ask, CLI, cpuMsOf, forkTs, start, stopAll, type Child } from "../support/proc.ts";
+import { slowRequestArgs } from "../support/slow-request.ts";
 
 const KINDS = {
   get: { label: "GET one pod", path: "/api/v1/namespaces/ns-0/pods/pod-00000" },
@@ -44,6 +51,14 @@ type Kind = keyof typeof KINDS;
 // design.md P1: GET at 1,000 req/s.
 const TARGET_RATE = 1000;
 const TARGET_ADDED_MS = { p50: 0.3, p99: 2 } as const;
+/**
+ * Quick mode: devapi's CPU per GET over the proxy's, at least this (the
+ * proxy spends at most 4× what devapi spends serving the GET itself). The
+ * same build measured 0.27-0.36 over 2026-12-01/02 (docs/performance.md,
+ * "Can the quick bench flap?"); 0.25 holds the headroom the 0.3 ms bound
+ * had on the day it was set (0.16-0.20 ms measured).
+ */
+const QUICK_CPU_RATIO_TARGET = 0.25;
 
 const envInt = (name: string, dflt: number): number => {
   const v = Number(process.env[name]);
@@ -54,7 +69,7 @@ async function startStack(): Promise<{ devapi: Child; proxy: Child; direct: stri
   // 60 pods over 6 namespaces: ten in ns-0, so the LIST is small (~10 KB).
   const devapi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--gate", "on", "--seed-pods", "60", "--namespaces", "6", "--log-level", "warn"]);
   const direct = (await devapi.waitLine(/^(http:\/\/\S+)$/, 20_000))[1] ?? "";
-  const proxy = start("proxy", process.execPath, [CLI, "proxy", "--server", direct, "--resources", "pods", "--shards", "0/1", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--log-level", "warn"]);
+  const proxy = start("proxy", process.execPath, [...slowRequestArgs(), CLI, "proxy", "--server", direct, "--resources", "pods", "--shards", "0/1", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--log-level", "warn"]);
   const proxied = (await proxy.waitLine(/listening on (http:\/\/\S+)/, 20_000))[1] ?? "";
   return { devapi, proxy, direct, proxied };
 }
@@ -129,7 +144,8 @@ export const bench: Bench = async ({ quick }) => {
           candidate: { label: "shardcar proxy process", value: round3(cpuPerRequest.proxy), unit: "ms" },
           baseline: { label: "devapi process, direct", value: round3(cpuPerRequest.direct), unit: "ms" },
           ratio: cpuPerRequest.direct / cpuPerRequest.proxy,
-          extra: { kind, rate, ...(quick && rate === TARGET_RATE && kind === "get" ? { targetMax: TARGET_ADDED_MS.p50 } : {}) },
+          ...(quick && rate === TARGET_RATE && kind === "get" ? { target: QUICK_CPU_RATIO_TARGET } : {}),
+          extra: { kind, rate },
         });
       }
       // Maximum throughput: closed loop, same connections for both.
