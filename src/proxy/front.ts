@@ -14,7 +14,9 @@
  * pipelined ahead of an upgrade, which takes the connection away. Their
  * copies upstream stay open too, holding an apiserver connection (or a
  * watch) for good. The front aborts them the way node aborts the others (an
- * ECONNRESET `aborted` error, on which http-proxy-3 ends the upstream copy).
+ * ECONNRESET `aborted` error, on which http-proxy-3 ends the upstream copy),
+ * and closes the responses still queued behind them, as node does when a
+ * connection closes, so that a request not yet sent upstream is never sent.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -78,19 +80,19 @@ export function createFront(opts: FrontOptions): Front {
    * Per connection, its requests not yet done: answer unfinished or body not
    * ended. One close listener per connection, not one per request.
    */
-  const pending = new WeakMap<Socket, Set<IncomingMessage>>();
+  const pending = new WeakMap<Socket, Map<IncomingMessage, ServerResponse>>();
   const settled = (req: IncomingMessage, res: ServerResponse): boolean => req.complete && res.writableFinished;
   const track = (req: IncomingMessage, res: ServerResponse): void => {
     const socket = req.socket;
     let open = pending.get(socket);
     if (open === undefined) {
-      const set = new Set<IncomingMessage>();
-      open = set;
-      pending.set(socket, set);
-      socket.once("close", () => abortAll(set));
+      const map = new Map<IncomingMessage, ServerResponse>();
+      open = map;
+      pending.set(socket, map);
+      socket.once("close", () => abortAll(map));
     }
     const set = open;
-    set.add(req);
+    set.set(req, res);
     const forget = (): void => {
       if (settled(req, res)) set.delete(req);
     };
@@ -113,8 +115,8 @@ export function createFront(opts: FrontOptions): Front {
       }
     });
   };
-  const abortAll = (set: Set<IncomingMessage>): void => {
-    for (const r of set) if (!r.destroyed) r.destroy(aborted());
+  const abortAll = (set: Map<IncomingMessage, ServerResponse>): void => {
+    for (const r of set.keys()) if (!r.destroyed) r.destroy(aborted());
     set.clear();
   };
   /** The target, made the forwarded one; or the refusal, already answered. */
@@ -143,7 +145,18 @@ export function createFront(opts: FrontOptions): Front {
    */
   const orphanEarlier = (req: IncomingMessage): void => {
     const earlier = pending.get(req.socket);
-    if (earlier !== undefined) abortAll(earlier);
+    if (earlier === undefined) return;
+    const queued = [...earlier].filter(([, res]) => res.socket === null && !res.destroyed).map(([, res]) => res);
+    abortAll(earlier);
+    // A response still queued behind another never gets the connection now,
+    // and node, which closes such a response when its connection closes,
+    // no longer will: close it as node would. Its handlers learn the client
+    // is gone from its "close", as for any other (a watch the proxy held
+    // back, and sends later, must not be sent at all).
+    for (const res of queued) {
+      res.destroy();
+      res.emit("close");
+    }
   };
   const request = (req: IncomingMessage, res: ServerResponse): void => {
     if (!accept(req, (m) => sendStatus(res, 400, m))) return;

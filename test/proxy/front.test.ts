@@ -6,7 +6,7 @@
  * cannot filter are refused.
  */
 import t, { type Test } from "tap";
-import { createServer, request, type IncomingMessage, type Server } from "node:http";
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { Duplex, Writable } from "node:stream";
 import { Registry } from "prom-client";
@@ -168,6 +168,39 @@ t.test("an upgrade pipelined behind requests still being answered takes their up
   await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + upgrade)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
   await nothingLeftOpen(t, api, upstream, proxy);
 });
+
+for (const taker of ["an upgrade", "a CONNECT"] as const) {
+  t.test(`a response queued behind another is closed when ${taker} takes the connection`, async (t) => {
+    // Node closes a queued response when its connection closes, but not when
+    // an upgrade or a CONNECT takes the connection: a handler that had not
+    // sent the request upstream yet (the ledger may hold a watch back) would
+    // send it later, for a client long gone, and nothing would end it.
+    const queued: ServerResponse[] = [];
+    let closedDestroyed = false;
+    const front = createFront({
+      handle: (req, res) => {
+        if (req.url === "/api/v1/pods?watch=1") res.writeHead(200).write("{}"); // answering, never done: holds the connection
+        else {
+          queued.push(res);
+          res.once("close", () => (closedDestroyed = res.destroyed));
+        }
+      },
+      handleUpgrade: (_req, socket) => socket.destroy(),
+      index: indexResources(parseResources("pods")),
+      logger: silentLogger(),
+      metrics: new ProxyMetrics(new Registry()),
+    });
+    const server: Server = createServer(front.request);
+    server.on("upgrade", front.upgrade);
+    server.on("connect", front.connect);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    t.teardown(() => closeServer(server));
+    const taking = taker === "a CONNECT" ? "CONNECT /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    await exchange({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, { writes: [Buffer.from(`GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/pods?watch=1&held=1 HTTP/1.1\r\nHost: x\r\n\r\n${taking}`)], gapMs: 0, end: { kind: "read-for", ms: 50 } });
+    t.equal(queued.length, 1, "the second request was queued behind the first");
+    t.ok(await eventually(() => closedDestroyed, 5_000), "its response is closed and destroyed");
+  });
+}
 
 t.test("a CONNECT is answered 405 and takes the requests pipelined ahead of it with it", async (t) => {
   const { api, upstream, proxy } = await proxyOnDevApi(t);
