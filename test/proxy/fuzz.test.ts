@@ -245,5 +245,5 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   t.comment(`idle upstream connections ${idleWarm} -> ${idleAfter}`);
   const memory = log.judge(after, { ...BOUNDS, fds: FD_SLACK + 2 * Math.max(0, idleAfter - idleWarm) }, outcome.findings.length > 0 || settings.only !== undefined);
   if ("skipped" in memory) t.comment(memory.skipped);
-  else t.same(memory.problems, [], `from warm to the end: RSS within +${BOUNDS.rssMiB} MiB, heap and external within +${BOUNDS.heapMiB} MiB, file descriptors flat`);
+  else t.same(memory.problems, [], `from warm to the end: RSS (from half-way in a long run) within +${BOUNDS.rssMiB} MiB, heap and external within +${BOUNDS.heapMiB} MiB, file descriptors flat`);
 });

@@ -370,5 +370,5 @@ export async function fuzzAdmission(t: FuzzAsserts, f: AdmissionFuzz): Promise<v
   for (const line of log.lines()) t.comment(line);
   const memory = log.judge(after, f.bounds, outcome.findings.length > 0 || settings.only !== undefined);
   if ("skipped" in memory) t.comment(memory.skipped);
-  else t.same(memory.problems, [], `from warm to the end: RSS within +${f.bounds.rssMiB} MiB, heap and external within +${f.bounds.heapMiB} MiB, file descriptors flat`);
+  else t.same(memory.problems, [], `from warm to the end: RSS (from half-way in a long run) within +${f.bounds.rssMiB} MiB, heap and external within +${f.bounds.heapMiB} MiB, file descriptors flat`);
 }
