@@ -14,9 +14,10 @@
  * pipelined ahead of an upgrade, which takes the connection away. Their
  * copies upstream stay open too, holding an apiserver connection (or a
  * watch) for good. The front aborts them the way node aborts the others (an
- * ECONNRESET `aborted` error, on which http-proxy-3 ends the upstream copy),
- * and closes the responses still queued behind them, as node does when a
- * connection closes, so that a request not yet sent upstream is never sent.
+ * ECONNRESET `aborted` error) and destroys the responses still queued behind
+ * them, as node does when a connection closes: their close ends what was
+ * sent upstream (http-proxy-3, the lineage) and keeps a request the proxy
+ * held back from being sent at all.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -140,23 +141,19 @@ export function createFront(opts: FrontOptions): Front {
   /**
    * An upgrade or a CONNECT takes the connection from node's HTTP server as
    * soon as it is parsed, even pipelined behind requests still being
-   * answered: their answers can never be written, and node no longer aborts
-   * them when the client goes.
+   * answered: node no longer aborts those requests, nor closes their
+   * responses still queued, when the client goes. (The response holding the
+   * connection keeps node's close listener and closes with it.)
    */
   const orphanEarlier = (req: IncomingMessage): void => {
     const earlier = pending.get(req.socket);
     if (earlier === undefined) return;
-    const queued = [...earlier].filter(([, res]) => res.socket === null && !res.destroyed).map(([, res]) => res);
+    const queued = [...earlier.values()].filter((res) => res.socket === null && !res.destroyed);
     abortAll(earlier);
-    // A response still queued behind another never gets the connection now,
-    // and node, which closes such a response when its connection closes,
-    // no longer will: close it as node would. Its handlers learn the client
-    // is gone from its "close", as for any other (a watch the proxy held
-    // back, and sends later, must not be sent at all).
-    for (const res of queued) {
-      res.destroy();
-      res.emit("close");
-    }
+    // As node's own abort of a closed connection's queued responses: destroy
+    // emits the response's one close (on the next tick, since it has no
+    // socket), from which its handlers learn the client is gone.
+    for (const res of queued) res.destroy();
   };
   const request = (req: IncomingMessage, res: ServerResponse): void => {
     if (!accept(req, (m) => sendStatus(res, 400, m))) return;
@@ -183,6 +180,11 @@ export function createFront(opts: FrontOptions): Front {
     },
     upgrade(req, socket, head) {
       orphanEarlier(req);
+      // Aborting a request node has not finished reading (its end not yet
+      // emitted) destroys its socket, which is this upgrade's: the
+      // connection is closed, and an upgrade relayed now would open one
+      // upstream that nothing ends.
+      if (socket.destroyed) return;
       if (!accept(req, (m) => endWithStatus(socket, 400, m, { method: req.method }))) return;
       try {
         const refusal = upgradeRefusal(req, opts.index);

@@ -176,13 +176,17 @@ for (const taker of ["an upgrade", "a CONNECT"] as const) {
     // sent the request upstream yet (the ledger may hold a watch back) would
     // send it later, for a client long gone, and nothing would end it.
     const queued: ServerResponse[] = [];
+    let closes = 0;
     let closedDestroyed = false;
     const front = createFront({
       handle: (req, res) => {
         if (req.url === "/api/v1/pods?watch=1") res.writeHead(200).write("{}"); // answering, never done: holds the connection
         else {
           queued.push(res);
-          res.once("close", () => (closedDestroyed = res.destroyed));
+          res.on("close", () => {
+            closes++;
+            closedDestroyed = res.destroyed;
+          });
         }
       },
       handleUpgrade: (_req, socket) => socket.destroy(),
@@ -199,8 +203,32 @@ for (const taker of ["an upgrade", "a CONNECT"] as const) {
     await exchange({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, { writes: [Buffer.from(`GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/pods?watch=1&held=1 HTTP/1.1\r\nHost: x\r\n\r\n${taking}`)], gapMs: 0, end: { kind: "read-for", ms: 50 } });
     t.equal(queued.length, 1, "the second request was queued behind the first");
     t.ok(await eventually(() => closedDestroyed, 5_000), "its response is closed and destroyed");
+    await new Promise((r) => setTimeout(r, 20));
+    t.equal(closes, 1, "once");
   });
 }
+
+t.test("an upgrade pipelined behind a request node is still reading closes the connection, and is not relayed", async (t) => {
+  // Aborting the GET (its end not yet emitted) destroys its socket, which is
+  // the upgrade's: relayed now, the exec would open upstream with nothing to
+  // end it (http-proxy-3 sets its cleanup on a socket already closed).
+  const relayed: boolean[] = [];
+  const front = createFront({
+    handle: (req) => req.resume(),
+    handleUpgrade: (_req, socket) => relayed.push(socket.destroyed),
+    index: indexResources(parseResources("pods")),
+    logger: silentLogger(),
+    metrics: new ProxyMetrics(new Registry()),
+  });
+  const server: Server = createServer(front.request);
+  server.on("upgrade", front.upgrade);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  // In one write: node parses the exec before the GET's end is emitted.
+  const res = await exchange({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, { writes: [Buffer.from("GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 2 } });
+  t.ok(res.serverClosed, "the connection is closed");
+  t.same(relayed, [], "the upgrade is not relayed on a closed connection");
+});
 
 t.test("a CONNECT is answered 405 and takes the requests pipelined ahead of it with it", async (t) => {
   const { api, upstream, proxy } = await proxyOnDevApi(t);

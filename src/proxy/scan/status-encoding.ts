@@ -24,6 +24,7 @@ export interface StatusBody {
 
 const REASONS: Record<number, string> = {
   400: "BadRequest",
+  405: "MethodNotAllowed",
   406: "NotAcceptable",
   410: "Expired",
   500: "InternalError",
