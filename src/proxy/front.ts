@@ -17,7 +17,8 @@
  * ECONNRESET `aborted` error) and destroys the responses still queued behind
  * them, as node does when a connection closes: their close ends what was
  * sent upstream (http-proxy-3, the lineage) and keeps a request the proxy
- * held back from being sent at all.
+ * held back from being sent at all. Such an upgrade (or CONNECT) then closes
+ * its connection unanswered.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
@@ -145,15 +146,32 @@ export function createFront(opts: FrontOptions): Front {
    * responses still queued, when the client goes. (The response holding the
    * connection keeps node's close listener and closes with it.)
    */
-  const orphanEarlier = (req: IncomingMessage): void => {
+  const orphanEarlier = (req: IncomingMessage): boolean => {
     const earlier = pending.get(req.socket);
-    if (earlier === undefined) return;
+    if (earlier === undefined || earlier.size === 0) return false;
     const queued = [...earlier.values()].filter((res) => res.socket === null && !res.destroyed);
     abortAll(earlier);
     // As node's own abort of a closed connection's queued responses: destroy
     // emits the response's one close (on the next tick, since it has no
     // socket), from which its handlers learn the client is gone.
     for (const res of queued) res.destroy();
+    return true;
+  };
+  /**
+   * An upgrade or a CONNECT behind requests not yet done on its connection
+   * (kubectl and client-go never send one) closes the connection, unanswered.
+   * Their answers could only be written into what the upgrade made of it
+   * (a 200 after the 101, a 101 inside a watch's body, an answer inside an
+   * exec tunnel), and the response holding it closes only when it does.
+   * (Aborting a request whose end node has not yet emitted destroys the
+   * socket anyway, and a tunnel relayed on it would have nothing to end it.)
+   */
+  const refusedBehindEarlier = (req: IncomingMessage, socket: Duplex): boolean => {
+    if (!orphanEarlier(req)) return false;
+    metrics.rejectedRequests.inc({ reason: "pipelined-upgrade" });
+    logger.debug({ method: req.method }, "an upgrade or CONNECT pipelined behind unfinished requests: connection closed");
+    socket.destroy();
+    return true;
   };
   const request = (req: IncomingMessage, res: ServerResponse): void => {
     if (!accept(req, (m) => sendStatus(res, 400, m))) return;
@@ -179,12 +197,7 @@ export function createFront(opts: FrontOptions): Front {
       request(req, res);
     },
     upgrade(req, socket, head) {
-      orphanEarlier(req);
-      // Aborting a request node has not finished reading (its end not yet
-      // emitted) destroys its socket, which is this upgrade's: the
-      // connection is closed, and an upgrade relayed now would open one
-      // upstream that nothing ends.
-      if (socket.destroyed) return;
+      if (refusedBehindEarlier(req, socket)) return;
       if (!accept(req, (m) => endWithStatus(socket, 400, m, { method: req.method }))) return;
       try {
         const refusal = upgradeRefusal(req, opts.index);
@@ -203,7 +216,7 @@ export function createFront(opts: FrontOptions): Front {
       // pipelined ahead of the CONNECT would stay open upstream (a watch for
       // good). The apiserver has no tunnels to give: kubectl's exec, attach
       // and port-forward upgrade a GET or POST.
-      orphanEarlier(req);
+      if (refusedBehindEarlier(req, socket)) return;
       metrics.rejectedRequests.inc({ reason: "connect" });
       endWithStatus(socket, 405, `shardcar: CONNECT ${JSON.stringify((req.url ?? "").slice(0, 200))} asks for a tunnel, which neither shardcar nor the apiserver serves; exec, attach and port-forward upgrade a GET or POST`, { method: req.method });
     },
