@@ -148,7 +148,11 @@ export function createFront(opts: FrontOptions): Front {
    */
   const orphanEarlier = (req: IncomingMessage): boolean => {
     const earlier = pending.get(req.socket);
-    if (earlier === undefined || earlier.size === 0) return false;
+    if (earlier === undefined) return false;
+    // Settled but not yet forgotten: a body whose last bytes came in the
+    // same read as the upgrade is complete, its end not yet emitted.
+    for (const [r, res] of earlier) if (settled(r, res)) earlier.delete(r);
+    if (earlier.size === 0) return false;
     const queued = [...earlier.values()].filter((res) => res.socket === null && !res.destroyed);
     abortAll(earlier);
     // As node's own abort of a closed connection's queued responses: destroy

@@ -237,7 +237,40 @@ for (const gapMs of [0, 50]) {
   });
 }
 
-t.test("a CONNECT is answered 405 and takes the requests pipelined ahead of it with it", async (t) => {
+t.test("an upgrade after the requests before it on its connection are answered is relayed", async (t) => {
+  const relayed: string[] = [];
+  const metrics = new ProxyMetrics(new Registry());
+  const front = createFront({
+    // Answered at once, a body unread (the front reads it on and drops it).
+    handle: (_req, res) => res.writeHead(200, { "content-length": "2" }).end("ok"),
+    handleUpgrade: (req, socket) => {
+      relayed.push(req.url ?? "");
+      socket.end("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    },
+    index: indexResources(parseResources("pods")),
+    logger: silentLogger(),
+    metrics,
+  });
+  const server: Server = createServer(front.request);
+  server.on("upgrade", front.upgrade);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  const port = (server.address() as AddressInfo).port;
+  const exec = "GET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+  const cases = {
+    "a GET answered, then an exec": [Buffer.from("GET /version HTTP/1.1\r\nHost: x\r\n\r\n"), Buffer.from(exec)],
+    // The body's last bytes share a read with the exec: complete, its end not yet emitted.
+    "a POST answered before its body was in, the rest of the body and an exec in one write": [Buffer.from("POST /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"), Buffer.from(`67890${exec}`)],
+  };
+  for (const [name, writes] of Object.entries(cases)) {
+    const res = await exchange({ host: "127.0.0.1", port }, { writes, gapMs: 50, end: { kind: "read", maxMs: 10_000, expect: 2 } });
+    t.match(res.received.toString("latin1"), /^HTTP\/1\.1 200 OK[\s\S]*HTTP\/1\.1 101 Switching Protocols/, `${name}: answered, then upgraded`);
+  }
+  t.equal(relayed.length, 2, "both relayed");
+  t.equal((await metrics.rejectedRequests.get()).values.length, 0, "nothing refused");
+});
+
+t.test("a CONNECT is answered 405; behind unfinished requests it closes the connection and takes them with it", async (t) => {
   const { api, upstream, proxy } = await proxyOnDevApi(t);
   const alone = await send(proxy, "CONNECT /api/v1/namespaces/ns/pods/p0/portforward HTTP/1.1\r\nHost: x\r\n\r\n");
   t.equal(alone.status, 405, "a CONNECT alone is refused");
@@ -248,7 +281,9 @@ t.test("a CONNECT is answered 405 and takes the requests pipelined ahead of it w
   const list = "GET /api/v1/pods HTTP/1.1\r\nHost: x\r\n\r\n";
   const watch = "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n";
   const tunnel = "CONNECT /api/v1/pods HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
-  await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + tunnel)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
+  const res = await exchange(endpoint(proxy), { writes: [Buffer.from(list + watch + tunnel)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 3 } });
+  t.notMatch(res.received.toString("latin1"), /405/, "behind unfinished requests, no 405: the connection is closed");
+  t.equal((await proxy.metrics.rejectedRequests.get()).values.find((v) => v.labels.reason === "pipelined-upgrade")?.value, 1, "counted as pipelined-upgrade");
   await nothingLeftOpen(t, api, upstream, proxy);
 });
 
