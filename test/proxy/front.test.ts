@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { startDevApi, seedPods, type DevApi } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { indexResources } from "../../src/proxy/classify.ts";
-import { createFront } from "../../src/proxy/front.ts";
+import { createFront, type FrontOptions } from "../../src/proxy/front.ts";
 import { parseLockSpec } from "../../src/settings/lock.ts";
 import { ProxyMetrics } from "../../src/proxy/metrics.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
@@ -208,6 +208,21 @@ for (const taker of ["an upgrade", "a CONNECT"] as const) {
   });
 }
 
+/** An exec upgrade of pod p0. */
+const EXEC = "GET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+
+/** A front on its own listener, with these handlers; closed at the end of `t`. */
+async function frontOn(t: Test, handle: FrontOptions["handle"], handleUpgrade: FrontOptions["handleUpgrade"]): Promise<{ port: number; metrics: ProxyMetrics }> {
+  const metrics = new ProxyMetrics(new Registry());
+  const front = createFront({ handle, handleUpgrade, index: indexResources(parseResources("pods")), logger: silentLogger(), metrics });
+  const server: Server = createServer(front.request);
+  server.on("upgrade", front.upgrade);
+  server.on("connect", front.connect);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(server));
+  return { port: (server.address() as AddressInfo).port, metrics };
+}
+
 for (const gapMs of [0, 50]) {
   t.test(`an upgrade behind a request not yet answered closes the connection, and is not relayed (${gapMs === 0 ? "in one write" : "the request read first"})`, async (t) => {
     // In one write node parses the exec before the GET's end is emitted, and
@@ -215,21 +230,9 @@ for (const gapMs of [0, 50]) {
     // first, the socket lives on. Either way a relayed exec would hold a
     // tunnel on a connection whose GET is still to be answered into it.
     const relayed: boolean[] = [];
-    const metrics = new ProxyMetrics(new Registry());
-    const front = createFront({
-      handle: (req) => req.resume(),
-      handleUpgrade: (_req, socket) => relayed.push(socket.destroyed),
-      index: indexResources(parseResources("pods")),
-      logger: silentLogger(),
-      metrics,
-    });
-    const server: Server = createServer(front.request);
-    server.on("upgrade", front.upgrade);
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    t.teardown(() => closeServer(server));
+    const { port, metrics } = await frontOn(t, (req) => req.resume(), (_req, socket) => relayed.push(socket.destroyed));
     const get = "GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\n";
-    const exec = "GET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
-    const res = await exchange({ host: "127.0.0.1", port: (server.address() as AddressInfo).port }, { writes: gapMs === 0 ? [Buffer.from(get + exec)] : [Buffer.from(get), Buffer.from(exec)], gapMs, end: { kind: "read", maxMs: 10_000, expect: 2 } });
+    const res = await exchange({ host: "127.0.0.1", port }, { writes: gapMs === 0 ? [Buffer.from(get + EXEC)] : [Buffer.from(get), Buffer.from(EXEC)], gapMs, end: { kind: "read", maxMs: 10_000, expect: 2 } });
     t.ok(res.serverClosed, "the connection is closed");
     t.equal(res.received.length, 0, "unanswered");
     t.same(relayed, [], "the upgrade is not relayed");
@@ -239,28 +242,19 @@ for (const gapMs of [0, 50]) {
 
 t.test("an upgrade after the requests before it on its connection are answered is relayed", async (t) => {
   const relayed: string[] = [];
-  const metrics = new ProxyMetrics(new Registry());
-  const front = createFront({
+  const { port, metrics } = await frontOn(
+    t,
     // Answered at once, a body unread (the front reads it on and drops it).
-    handle: (_req, res) => res.writeHead(200, { "content-length": "2" }).end("ok"),
-    handleUpgrade: (req, socket) => {
+    (_req, res) => res.writeHead(200, { "content-length": "2" }).end("ok"),
+    (req, socket) => {
       relayed.push(req.url ?? "");
       socket.end("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
     },
-    index: indexResources(parseResources("pods")),
-    logger: silentLogger(),
-    metrics,
-  });
-  const server: Server = createServer(front.request);
-  server.on("upgrade", front.upgrade);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  t.teardown(() => closeServer(server));
-  const port = (server.address() as AddressInfo).port;
-  const exec = "GET /api/v1/namespaces/ns/pods/p0/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+  );
   const cases = {
-    "a GET answered, then an exec": [Buffer.from("GET /version HTTP/1.1\r\nHost: x\r\n\r\n"), Buffer.from(exec)],
+    "a GET answered, then an exec": [Buffer.from("GET /version HTTP/1.1\r\nHost: x\r\n\r\n"), Buffer.from(EXEC)],
     // The body's last bytes share a read with the exec: complete, its end not yet emitted.
-    "a POST answered before its body was in, the rest of the body and an exec in one write": [Buffer.from("POST /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"), Buffer.from(`67890${exec}`)],
+    "a POST answered before its body was in, the rest of the body and an exec in one write": [Buffer.from("POST /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"), Buffer.from(`67890${EXEC}`)],
   };
   for (const [name, writes] of Object.entries(cases)) {
     const res = await exchange({ host: "127.0.0.1", port }, { writes, gapMs: 50, end: { kind: "read", maxMs: 10_000, expect: 2 } });
