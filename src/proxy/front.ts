@@ -93,10 +93,10 @@ export function createFront(opts: FrontOptions): Front {
       pending.set(socket, map);
       socket.once("close", () => abortAll(map));
     }
-    const set = open;
-    set.set(req, res);
+    const unsettled = open;
+    unsettled.set(req, res);
     const forget = (): void => {
-      if (settled(req, res)) set.delete(req);
+      if (settled(req, res)) unsettled.delete(req);
     };
     req.once("end", forget);
     // "finish", not "close": a sharded response already carries ten close
@@ -117,9 +117,9 @@ export function createFront(opts: FrontOptions): Front {
       }
     });
   };
-  const abortAll = (set: Map<IncomingMessage, ServerResponse>): void => {
-    for (const r of set.keys()) if (!r.destroyed) r.destroy(aborted());
-    set.clear();
+  const abortAll = (unsettled: Map<IncomingMessage, ServerResponse>): void => {
+    for (const r of unsettled.keys()) if (!r.destroyed) r.destroy(aborted());
+    unsettled.clear();
   };
   /** The target, made the forwarded one; or the refusal, already answered. */
   const accept = (req: IncomingMessage, refuse: (message: string) => void): boolean => {
@@ -163,7 +163,8 @@ export function createFront(opts: FrontOptions): Front {
   };
   /**
    * An upgrade or a CONNECT behind requests not yet done on its connection
-   * (kubectl and client-go never send one) closes the connection, unanswered.
+   * closes the connection, unanswered (HTTP clients upgrade on a connection
+   * of its own, or after the answers before it).
    * Their answers could only be written into what the upgrade made of it
    * (a 200 after the 101, a 101 inside a watch's body, an answer inside an
    * exec tunnel), and the response holding it closes only when it does.
