@@ -100,10 +100,12 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
   }
   const resourceName = rest[0];
   if (resourceName === undefined) return PASS("not-resource-path");
+  // A subresource first, sharded or not: exec, attach and portforward
+  // upgrade, and a pod's `proxy` passes its body on (`readsNoBody`).
+  if (rest.length > 2) return PASS("subresource");
   const resource = index.get(`${group}/${resourceName}`);
   if (resource === undefined) return PASS("not-sharded");
   if (rest.length === 2) return PASS("single-object");
-  if (rest.length > 2) return PASS("subresource");
 
   // The legacy path loses exactly its `watch` segment (a namespace may be named "watch").
   const path = legacyWatch ? joinSegments([...prefix, ...parts.slice(prefix.length + 1)]) : rawPath;
@@ -111,4 +113,17 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
   const withNs = namespace === undefined ? base : { ...base, namespace };
   if (legacyWatch || isWatchParam(query)) return { kind: "watch", legacyPath: legacyWatch, ...withNs };
   return { kind: "list", ...withNs };
+}
+
+/**
+ * Whether the apiserver serves the request without reading its body: a get,
+ * list or watch of a resource, sharded or not. A body on one is never
+ * forwarded (server.ts): the apiserver would leave it unread, which stops
+ * the proxy's copy of it, and with it the proxy's reading of the client's
+ * connection, so a watch whose client left would stay open on both ends.
+ * A subresource's body may be read (a pod's `proxy` passes it on), and so
+ * may a non-resource path's.
+ */
+export function readsNoBody(c: Classification): boolean {
+  return c.kind !== "passthrough" || c.reason === "not-sharded" || c.reason === "single-object";
 }

@@ -1,6 +1,8 @@
 /**
- * The proxy's three ways upstream, one http-proxy-3 instance each:
- * pass-through (untouched, upgrades included), sharded LIST/WATCH (the
+ * The proxy's four ways upstream, one http-proxy-3 instance each:
+ * pass-through (untouched, upgrades included), pass-through reads (a get,
+ * list or watch the proxy does not shard, sent without the body the
+ * apiserver never reads: classify.ts `readsNoBody`), sharded LIST/WATCH (the
  * response handled by the proxy, so it can filter), and the renamed
  * leader-election lock (the response renamed back).
  *
@@ -26,6 +28,7 @@ export function endToEndHeaders(proxyRes: IncomingMessage): Record<string, strin
 
 export interface Routes {
   readonly passthrough: ProxyServer;
+  readonly reads: ProxyServer;
   readonly sharded: ProxyServer;
   readonly locks: ProxyServer;
   close(): void;
@@ -39,9 +42,10 @@ export function createRoutes(o: {
 }): Routes {
   const common = { target: o.upstream.url.href, agent: o.upstream.agent, changeOrigin: true, secure: true, xfwd: false };
   const passthrough = createProxyServer({ ...common, ws: true });
+  const reads = createProxyServer(common);
   const sharded = createProxyServer({ ...common, selfHandleResponse: true });
   const locks = createProxyServer({ ...common, selfHandleResponse: true });
-  for (const p of [passthrough, sharded, locks]) {
+  for (const p of [passthrough, reads, sharded, locks]) {
     p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
       o.logger.warn({ err: err.message }, "upstream request failed");
       if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
@@ -76,12 +80,31 @@ export function createRoutes(o: {
       if (!req.complete) (proxyRes as IncomingMessage & { readonly req?: ClientRequest }).req?.destroy();
     });
   });
+  // node sends a response's head with its first body bytes, and
+  // http-proxy-3 only writes the head: a quiet watch (or a followed log)
+  // passed through showed the controller no answer at all until its first
+  // event, where the apiserver answers at once. A streamed answer (no
+  // Content-Length) gets its head sent as soon as it is written.
+  for (const p of [passthrough, reads]) {
+    p.on("proxyRes", (proxyRes, _req, res) => {
+      if (proxyRes.headers["content-length"] !== undefined) return;
+      // http-proxy-3 writes the head after its proxyRes listeners, in the same tick.
+      process.nextTick(() => {
+        if (res.headersSent || res.destroyed || res.writableEnded) return;
+        res.flushHeaders();
+      });
+    });
+  }
+  // Sent without the client's body (server.ts), so without its framing.
+  const unframed = (proxyReq: ClientRequest): void => {
+    proxyReq.removeHeader("content-length");
+    proxyReq.removeHeader("transfer-encoding");
+  };
+  reads.on("proxyReq", unframed);
   sharded.on("proxyReq", (proxyReq, req) => {
     // The proxy must be able to read the body; it never inflates gzip.
     proxyReq.removeHeader("accept-encoding");
-    // Sent without the client's body (server.ts #send), so without its framing.
-    proxyReq.removeHeader("content-length");
-    proxyReq.removeHeader("transfer-encoding");
+    unframed(proxyReq);
     const accept = filterableAccept(req.headers.accept);
     if (accept !== undefined) proxyReq.setHeader("accept", accept);
   });
@@ -90,10 +113,12 @@ export function createRoutes(o: {
   locks.on("proxyRes", (proxyRes, _req, res) => o.onLock(proxyRes, res));
   return {
     passthrough,
+    reads,
     sharded,
     locks,
     close() {
       passthrough.close();
+      reads.close();
       sharded.close();
       locks.close();
     },

@@ -23,7 +23,7 @@ import { ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
 import { Accounting, type LiveWatch, type ResourceStats } from "./accounting.ts";
-import { classify, indexResources, type ResourceIndex, type ResourceRequest } from "./classify.ts";
+import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./classify.ts";
 import { DeliveredIndex, ListSink, WatchSink } from "./delivered.ts";
 import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
 import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./ledger/ledger.ts";
@@ -258,17 +258,22 @@ export class ShardProxy {
       }
     }
     const cls = classify(req.method ?? "GET", req.url ?? "/", this.#resources);
-    if (cls.kind === "passthrough") {
+    if (!readsNoBody(cls)) {
       this.#accounting.passthrough();
       this.#routes.passthrough.web(req, res);
       return;
     }
-    // A list or watch is a GET, whose body the apiserver never reads, and
-    // none is forwarded (#send). Drop any the client sends: unread, it would
+    // A get, list or watch is a GET, whose body the apiserver never reads,
+    // and none is forwarded. Drop any the client sends: unread, it would
     // stop its connection reading, and the proxy would not see the client
     // leave; forwarded, it did the same to the apiserver's connection, which
     // then kept a watch open with no one on either end.
     req.resume();
+    if (cls.kind === "passthrough") {
+      this.#accounting.passthrough();
+      this.#routes.reads.web(req, res, { buffer: Readable.from([]) });
+      return;
+    }
     const rid = this.#nextRid++;
     const resource = resourceId(cls.resource);
     const ex: Exchange = { rid, req, res, kind: cls.kind, request: cls, resource, lineage: lineageKey(cls.path, cls.query, req.headers.accept), early: this.#early(cls, req.headers.accept, resource), sent: undefined, answered: undefined, watch: undefined, listing: false };

@@ -1,5 +1,5 @@
 import t from "tap";
-import { classify, indexResources } from "../../src/proxy/classify.ts";
+import { classify, indexResources, readsNoBody } from "../../src/proxy/classify.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 
 const index = indexResources(parseResources("pods, configmaps=namespace, leases.coordination.k8s.io, widgets.example.com, namespaces"));
@@ -23,6 +23,9 @@ t.test("collection LIST and WATCH of sharded resources are sharded; everything e
     ["POST", "/api/v1/namespaces/alpha/pods", "passthrough:method"],
     ["DELETE", "/api/v1/namespaces/alpha/pods", "passthrough:method"],
     ["GET", "/api/v1/services", "passthrough:not-sharded"],
+    ["GET", "/api/v1/namespaces/alpha/services/s1", "passthrough:not-sharded"],
+    ["GET", "/api/v1/namespaces/alpha/services/s1/proxy/healthz", "passthrough:subresource"],
+    ["GET", "/api/v1/namespaces/alpha/secrets/s1/status", "passthrough:subresource"],
     ["GET", "/apis/apps/v1/deployments", "passthrough:not-sharded"],
     ["GET", "/api", "passthrough:not-resource-path"],
     ["GET", "/apis/example.com/v1", "passthrough:not-resource-path"],
@@ -102,4 +105,23 @@ t.test("a legacy watch loses exactly its watch segment, even in a namespace name
   const list = classify("GET", "/api/v1/namespaces/watch/pods", index);
   t.equal(list.kind, "list");
   t.equal(list.kind === "list" ? list.path : undefined, "/api/v1/namespaces/watch/pods", "a list in namespace watch keeps its path");
+});
+
+t.test("a get, list or watch of any resource is served without its body; a subresource, a write or another path may read one", async (t) => {
+  const rows: Array<[string, string, boolean]> = [
+    ["GET", "/api/v1/pods?watch=1", true],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1", true],
+    ["GET", "/api/v1/watch/namespaces/alpha/pods/p1", true],
+    ["GET", "/api/v1/services?watch=1", true],
+    ["GET", "/apis/apps/v1/watch/deployments", true],
+    ["GET", "/api/v1/namespaces/alpha/services/s1", true],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1/proxy/index.html", false],
+    ["GET", "/api/v1/namespaces/alpha/services/s1/proxy/index.html", false],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1/log?follow=true", false],
+    ["POST", "/api/v1/namespaces/alpha/pods", false],
+    ["PUT", "/api/v1/namespaces/alpha/pods/p1", false],
+    ["GET", "/version", false],
+    ["GET", "/api/v1/namespaces/%zz/pods", false],
+  ];
+  for (const [method, url, want] of rows) t.equal(readsNoBody(classify(method, url, index)), want, `${method} ${url}`);
 });

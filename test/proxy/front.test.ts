@@ -312,6 +312,9 @@ t.test("upgrades the proxy cannot filter are refused; subresource upgrades pass 
   const exec = await send(proxy, `GET /api/v1/namespaces/ns/pods/p0/exec?command=sh HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
   t.equal(exec.status, 200, "exec is passed through (this stand-in does not upgrade)");
   t.same(up.seen, ["/api/v1/namespaces/ns/pods/p0/exec?command=sh"]);
+  const unsharded = await send(proxy, `GET /api/v1/namespaces/ns/services/s0/proxy/ws HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`);
+  t.equal(unsharded.status, 200, "a subresource of a resource the proxy does not shard upgrades too");
+  t.same(up.seen.slice(1), ["/api/v1/namespaces/ns/services/s0/proxy/ws"]);
   // Without the refusal the stand-in's unfiltered list would have reached the client:
   t.ok(
     JSON.parse(exec.body.toString()).items.some((p: { metadata: { uid: string } }) => !contains(OWNED, fnv1a64(p.metadata.uid))),
@@ -411,4 +414,22 @@ t.test("a client that waits for 100 Continue gets it before it sends its body, a
   });
   t.ok(answer.continued, "the proxy answered Expect: 100-continue with a 100");
   t.equal(answer.status, 201, "and the body sent after it was served");
+});
+
+t.test("a watch the proxy passes through answers its head before its first event, as the apiserver does", async (t) => {
+  const { api, upstream, proxy } = await proxyOnDevApi(t);
+  // Quiet watches: no lease exists, and no pod is named p-none.
+  for (const path of ["/apis/coordination.k8s.io/v1/leases?watch=1", "/api/v1/watch/namespaces/ns-0/pods/p-none"]) {
+    let status: number | undefined;
+    const req = request({ ...endpoint(proxy), path }, (res) => {
+      status = res.statusCode;
+      res.resume();
+    });
+    req.on("error", () => undefined);
+    req.end();
+    t.ok(await eventually(() => status !== undefined, 10_000), `${path}: answered before any event`);
+    t.equal(status, 200, path);
+    req.destroy();
+  }
+  await nothingLeftOpen(t, api, upstream, proxy);
 });

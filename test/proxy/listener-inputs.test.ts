@@ -112,6 +112,10 @@ const ROWS: readonly Row[] = [
   { name: "a GET list whose 2 MB body never ends", messages: [request("GET", "/api/v1/pods", ["Content-Length: 2097152"], "x".repeat(600_000))], want: [200] },
   { name: "a bounded watch with a 1 MB body", messages: [withBody("GET", "/api/v1/pods?watch=1&timeoutSeconds=1", "x".repeat(1_000_000))], want: [200] },
   { name: "a watch with a 1 MB body, its client gone while nothing happens", messages: [withBody("GET", "/api/v1/pods?watch=1", "x".repeat(1_000_000))], end: { kind: "read-for", ms: 300 }, want: [200] },
+  // A get, list or watch the proxy passes through is served the same way: the apiserver never reads its body.
+  { name: "a watch of an unsharded resource with a 1 MB body, its client gone while nothing happens", messages: [withBody("GET", "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases?watch=1", "x".repeat(1_000_000))], end: { kind: "read-for", ms: 300 }, want: [200] },
+  { name: "a legacy watch of an unsharded resource with a 1 MB body, its client gone while nothing happens", messages: [withBody("GET", "/apis/coordination.k8s.io/v1/watch/leases", "x".repeat(1_000_000))], end: { kind: "read-for", ms: 300 }, want: [200] },
+  { name: "a watch of one sharded object with a 1 MB body, its client gone while nothing happens", messages: [withBody("GET", "/api/v1/watch/namespaces/ns-0/pods/p0", "x".repeat(1_000_000))], end: { kind: "read-for", ms: 300 }, want: [200] },
   // Pipelined requests: each answered, in order, each sharded one filtered.
   {
     name: "a list, a get, a list of configmaps and a bounded watch, pipelined",
