@@ -31,7 +31,7 @@ export interface ResourceRequest {
 }
 
 export type Classification =
-  | { readonly kind: "passthrough"; readonly reason: PassthroughReason }
+  | { readonly kind: "passthrough"; readonly reason: PassthroughReason; /** For reason `subresource`: its name (`log`, `exec`, `proxy`). */ readonly subresource?: string }
   | ({ readonly kind: "list" } & ResourceRequest)
   | ({ readonly kind: "watch"; readonly legacyPath: boolean } & ResourceRequest);
 
@@ -102,7 +102,7 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
   if (resourceName === undefined) return PASS("not-resource-path");
   // A subresource first, sharded or not: exec, attach and portforward
   // upgrade, and a pod's `proxy` passes its body on (`readsNoBody`).
-  if (rest.length > 2) return PASS("subresource");
+  if (rest.length > 2) return { kind: "passthrough", reason: "subresource", subresource: rest[2] as string };
   const resource = index.get(`${group}/${resourceName}`);
   if (resource === undefined) return PASS("not-sharded");
   if (rest.length === 2) return PASS("single-object");
@@ -116,14 +116,17 @@ export function classify(method: string, url: string, index: ResourceIndex): Cla
 }
 
 /**
- * Whether the apiserver serves the request without reading its body: a get,
- * list or watch of a resource, sharded or not. A body on one is never
- * forwarded (server.ts): the apiserver would leave it unread, which stops
- * the proxy's copy of it, and with it the proxy's reading of the client's
- * connection, so a watch whose client left would stay open on both ends.
- * A subresource's body may be read (a pod's `proxy` passes it on), and so
- * may a non-resource path's.
+ * Whether the apiserver serves the request without reading its body: a GET
+ * of a resource, sharded or not, or of one of its subresources (`log`,
+ * `status`, `scale`; a GET `exec` that did not upgrade is refused unread).
+ * A body on one is never forwarded (server.ts): the apiserver would leave it
+ * unread, which stops the proxy's copy of it, and with it the proxy's
+ * reading of the client's connection, so a watch or a followed log whose
+ * client left would stay open on both ends. A `proxy` subresource passes its
+ * body on to the pod, service or node, and a non-resource path may read one.
  */
 export function readsNoBody(c: Classification): boolean {
-  return c.kind !== "passthrough" || c.reason === "not-sharded" || c.reason === "single-object";
+  if (c.kind !== "passthrough") return true;
+  if (c.reason === "subresource") return c.subresource !== "proxy";
+  return c.reason === "not-sharded" || c.reason === "single-object";
 }

@@ -1,8 +1,8 @@
 /**
  * The proxy's four ways upstream, one http-proxy-3 instance each:
- * pass-through (untouched, upgrades included), pass-through reads (a get,
- * list or watch the proxy does not shard, sent without the body the
- * apiserver never reads: classify.ts `readsNoBody`), sharded LIST/WATCH (the
+ * pass-through (untouched, upgrades included), pass-through reads (a GET
+ * the proxy does not shard, sent without the body and framing the apiserver
+ * never reads: classify.ts `readsNoBody`, server.ts), sharded LIST/WATCH (the
  * response handled by the proxy, so it can filter), and the renamed
  * leader-election lock (the response renamed back).
  *
@@ -85,26 +85,32 @@ export function createRoutes(o: {
   // passed through showed the controller no answer at all until its first
   // event, where the apiserver answers at once. A streamed answer (no
   // Content-Length) gets its head sent as soon as it is written.
+  //
+  // And an answer the apiserver cuts (a restart, a dropped connection) must
+  // end for the client too: http-proxy-3 pipes it on, and a pipe passes on
+  // neither an error nor an abort, so an unsharded watch cut upstream stayed
+  // open at the controller, which then never saw another event.
   for (const p of [passthrough, reads]) {
     p.on("proxyRes", (proxyRes, _req, res) => {
+      proxyRes.once("close", () => {
+        if (!proxyRes.complete) res.destroy();
+      });
       if (proxyRes.headers["content-length"] !== undefined) return;
       // http-proxy-3 writes the head after its proxyRes listeners, in the same tick.
       process.nextTick(() => {
         if (res.headersSent || res.destroyed || res.writableEnded) return;
-        res.flushHeaders();
+        try {
+          res.flushHeaders();
+        } catch {
+          // A head node will not write (a status below 100): the answer cannot be relayed.
+          res.destroy();
+        }
       });
     });
   }
-  // Sent without the client's body (server.ts), so without its framing.
-  const unframed = (proxyReq: ClientRequest): void => {
-    proxyReq.removeHeader("content-length");
-    proxyReq.removeHeader("transfer-encoding");
-  };
-  reads.on("proxyReq", unframed);
   sharded.on("proxyReq", (proxyReq, req) => {
     // The proxy must be able to read the body; it never inflates gzip.
     proxyReq.removeHeader("accept-encoding");
-    unframed(proxyReq);
     const accept = filterableAccept(req.headers.accept);
     if (accept !== undefined) proxyReq.setHeader("accept", accept);
   });

@@ -263,12 +263,20 @@ export class ShardProxy {
       this.#routes.passthrough.web(req, res);
       return;
     }
-    // A get, list or watch is a GET, whose body the apiserver never reads,
-    // and none is forwarded. Drop any the client sends: unread, it would
-    // stop its connection reading, and the proxy would not see the client
-    // leave; forwarded, it did the same to the apiserver's connection, which
-    // then kept a watch open with no one on either end.
+    // A GET whose body the apiserver never reads: none is forwarded. Drop
+    // any the client sends: unread, it would stop its connection reading,
+    // and the proxy would not see the client leave; forwarded, it did the
+    // same to the apiserver's connection, which then kept a watch open with
+    // no one on either end.
     req.resume();
+    // Nor its framing, since http-proxy-3 copies these headers: a
+    // Content-Length with no body sent would make the apiserver read the
+    // next request on the pooled connection as this one's body. `Expect`
+    // too: the front has answered it, and http-proxy-3 skips its proxyReq
+    // hooks (the sharded route's Accept rewrite) for a request that has one.
+    delete req.headers["content-length"];
+    delete req.headers["transfer-encoding"];
+    delete req.headers.expect;
     if (cls.kind === "passthrough") {
       this.#accounting.passthrough();
       this.#routes.reads.web(req, res, { buffer: Readable.from([]) });

@@ -11,6 +11,7 @@ import { readCase } from "../support/fixture-io.ts";
 import { decodeEvent, loadK8sProto, splitFrames } from "../support/proto/k8s.ts";
 import { syntheticPodList } from "../support/synthetic-pods.ts";
 import { proxyInFrontOf } from "./support/live-proxy.ts";
+import { eventually } from "../support/wait.ts";
 
 const pb = loadK8sProto();
 
@@ -164,4 +165,35 @@ t.test("protobuf: a frame longer than the bytes left, or over the size limit, en
     t.equal(types[types.length - 1], "ERROR", `${name}: the stream ends with ERROR (${types.join(",")})`);
     t.ok(types.slice(0, -1).every((x) => x === "ADDED" || x === "MODIFIED" || x === "DELETED" || x === "BOOKMARK"), `${name}: nothing unreadable before it`);
   }
+});
+
+t.test("a pass-through answer the apiserver cuts ends for the client too", async (t) => {
+  // An unsharded watch and a followed log: the stream's head and one event, then the connection drops.
+  for (const path of ["/api/v1/services?watch=1", "/api/v1/namespaces/ns/pods/p0/log?follow=true"]) {
+    const proxy = await withUpstream(t, (res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"type":"ADDED","object":{"kind":"Service","metadata":{"name":"s0"}}}\n', () => res.socket?.destroy());
+    });
+    let ended: { status: number; body: Buffer; aborted: boolean } | undefined;
+    void get(`${proxy.url}${path}`).then((r) => (ended = r));
+    t.ok(await eventually(() => ended !== undefined, 10_000), `${path}: the client's answer ended`);
+    t.equal(ended?.status, 200, `${path}: its head came`);
+    t.ok(ended?.aborted, `${path}: it ended with an error, not as a whole answer`);
+  }
+});
+
+t.test("an answer head node cannot write (a status below 100) fails that request, and the proxy serves on", async (t) => {
+  const proxy = await withUpstream(t, (res, url) => {
+    if (url.startsWith("/api/v1/services")) {
+      // Written raw: node's server will not send such a status itself.
+      res.socket?.write("HTTP/1.1 099 Odd\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end('{"kind":"Status"}');
+  });
+  const odd = await get(`${proxy.url}/api/v1/services?watch=1`);
+  t.ok(odd.aborted || odd.status >= 500, `the odd answer is not relayed as an answer (status ${odd.status})`);
+  const next = await get(`${proxy.url}/version`);
+  t.equal(next.status, 200, "the next request is served");
 });

@@ -107,7 +107,7 @@ t.test("a legacy watch loses exactly its watch segment, even in a namespace name
   t.equal(list.kind === "list" ? list.path : undefined, "/api/v1/namespaces/watch/pods", "a list in namespace watch keeps its path");
 });
 
-t.test("a get, list or watch of any resource is served without its body; a subresource, a write or another path may read one", async (t) => {
+t.test("a GET of any resource or subresource is served without its body; a proxy subresource, a write or another path may read one", async (t) => {
   const rows: Array<[string, string, boolean]> = [
     ["GET", "/api/v1/pods?watch=1", true],
     ["GET", "/api/v1/namespaces/alpha/pods/p1", true],
@@ -117,7 +117,11 @@ t.test("a get, list or watch of any resource is served without its body; a subre
     ["GET", "/api/v1/namespaces/alpha/services/s1", true],
     ["GET", "/api/v1/namespaces/alpha/pods/p1/proxy/index.html", false],
     ["GET", "/api/v1/namespaces/alpha/services/s1/proxy/index.html", false],
-    ["GET", "/api/v1/namespaces/alpha/pods/p1/log?follow=true", false],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1/log?follow=true", true],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1/status", true],
+    ["GET", "/apis/apps/v1/namespaces/alpha/deployments/d1/scale", true],
+    ["GET", "/api/v1/nodes/n1/proxy/metrics", false],
+    ["GET", "/api/v1/namespaces/alpha/pods/p1/proxy", false],
     ["POST", "/api/v1/namespaces/alpha/pods", false],
     ["PUT", "/api/v1/namespaces/alpha/pods/p1", false],
     ["GET", "/version", false],

@@ -433,3 +433,41 @@ t.test("a watch the proxy passes through answers its head before its first event
   }
   await nothingLeftOpen(t, api, upstream, proxy);
 });
+
+t.test("a GET sent upstream without its body is sent without its framing: the pooled connection stays in step", async (t) => {
+  const { api, upstream, proxy } = await proxyOnDevApi(t);
+  // With Expect: 100-continue http-proxy-3 skips its proxyReq hooks, so a
+  // Content-Length left on the request went upstream with no body behind it.
+  const paths = ["/api/v1/namespaces/ns-0/services/s1", "/api/v1/pods", "/api/v1/namespaces/ns-0/pods/p0/status"];
+  for (const path of paths) {
+    for (const expect of ["", "Expect: 100-continue\r\n"]) {
+      const what = `${path}${expect === "" ? "" : " with Expect"}`;
+      const first = await exchange(endpoint(proxy), { writes: [Buffer.from(`GET ${path} HTTP/1.1\r\nHost: x\r\n${expect}Content-Length: 2\r\n\r\n{}`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+      t.ok(parseResponses(first.received, ["GET"]).responses[0]?.complete, `${what}: answered`);
+      // Another client's request, on whichever pooled upstream connection is free.
+      const next = await exchange(endpoint(proxy), { writes: [Buffer.from("GET /api/v1/namespaces/ns-0/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+      t.equal(parseResponses(next.received, ["GET"]).responses[0]?.status, 200, `after ${what}: the next request on the pool is answered as itself`);
+    }
+  }
+  await nothingLeftOpen(t, api, upstream, proxy);
+});
+
+t.test("a followed log with a large GET body ends upstream when its client leaves", async (t) => {
+  // An apiserver stand-in that streams a log and never reads a body, as the apiserver does.
+  let open = 0;
+  const apiserver = createServer((req, res) => {
+    open++;
+    res.on("close", () => open--);
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.write("line 1\n");
+  });
+  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(apiserver));
+  const upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger() });
+  t.teardown(() => proxy.close());
+  const body = "x".repeat(2_000_000);
+  const res = await exchange(endpoint(proxy), { writes: [Buffer.from(`GET /api/v1/namespaces/ns/pods/p0/log?follow=true HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`)], gapMs: 0, end: { kind: "read-for", ms: 300 } });
+  t.match(res.received.toString("latin1"), /^HTTP\/1\.1 200/, "the log's head came");
+  t.ok(await eventually(() => open === 0, 10_000), `the log's request upstream ended with its client (${open} open)`);
+});
