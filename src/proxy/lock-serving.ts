@@ -56,10 +56,19 @@ export class LockServing {
         if (res.headersSent) return;
         // Creates and updates name the lock in the body too; a server refuses a
         // body whose name differs from the path's.
-        const body = raw.length === 0 ? raw : (renameBody(raw, req.headers["content-type"], name, renamed) ?? raw);
+        const renamedBody = raw.length === 0 ? raw : (renameBody(raw, req.headers["content-type"], name, renamed) ?? raw);
         req.url = `${m.path}${m.query}`;
-        if (req.method !== "GET" && req.method !== "DELETE") req.headers["content-length"] = String(body.length);
+        // The body goes as read, so framed by its length. A GET's none: the
+        // apiserver never reads it (as server.ts, for every read), and a
+        // length left on it made the apiserver read the next request on the
+        // pooled connection as the rest of the body. `Expect` was answered
+        // by the front, and http-proxy-3 skips its proxyReq hooks (gzip's
+        // removal) for a request that has one.
+        const body = req.method === "GET" ? Buffer.alloc(0) : renamedBody;
         delete req.headers["transfer-encoding"];
+        delete req.headers.expect;
+        if (req.method === "GET") delete req.headers["content-length"];
+        else if (body.length > 0) req.headers["content-length"] = String(body.length);
         this.#names.set(res, { name, renamed });
         this.#proxy.web(req, res, { buffer: Readable.from([body]) });
       },

@@ -26,6 +26,20 @@ export function endToEndHeaders(proxyRes: IncomingMessage): Record<string, strin
   return headers;
 }
 
+/**
+ * Whether the apiserver's answer has a status node cannot write (below 100
+ * or over 999: a broken apiserver or intermediary); if so it is answered 502
+ * instead. Writing its head would throw, outside any handler, and end the
+ * process. Run before anything writes the answer's head.
+ */
+function refusedStatus(proxyRes: IncomingMessage, res: ServerResponse): boolean {
+  const code = proxyRes.statusCode ?? 0;
+  if (code >= 100 && code <= 999) return false;
+  proxyRes.destroy();
+  sendStatus(res, 502, `shardcar: the apiserver answered status ${code}, which is not an HTTP status`, "InternalError");
+  return true;
+}
+
 export interface Routes {
   readonly passthrough: ProxyServer;
   readonly reads: ProxyServer;
@@ -92,6 +106,8 @@ export function createRoutes(o: {
   // open at the controller, which then never saw another event.
   for (const p of [passthrough, reads]) {
     p.on("proxyRes", (proxyRes, _req, res) => {
+      // A head already written stops http-proxy-3 writing its own.
+      if (refusedStatus(proxyRes, res)) return;
       proxyRes.once("close", () => {
         if (!proxyRes.complete) res.destroy();
       });
@@ -114,9 +130,13 @@ export function createRoutes(o: {
     const accept = filterableAccept(req.headers.accept);
     if (accept !== undefined) proxyReq.setHeader("accept", accept);
   });
-  sharded.on("proxyRes", (proxyRes, req, res) => o.onSharded(proxyRes, req, res));
+  sharded.on("proxyRes", (proxyRes, req, res) => {
+    if (!refusedStatus(proxyRes, res)) o.onSharded(proxyRes, req, res);
+  });
   locks.on("proxyReq", (proxyReq) => proxyReq.removeHeader("accept-encoding"));
-  locks.on("proxyRes", (proxyRes, _req, res) => o.onLock(proxyRes, res));
+  locks.on("proxyRes", (proxyRes, _req, res) => {
+    if (!refusedStatus(proxyRes, res)) o.onLock(proxyRes, res);
+  });
   return {
     passthrough,
     reads,

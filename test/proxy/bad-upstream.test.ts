@@ -5,7 +5,8 @@
  */
 import t from "tap";
 import { request, type ServerResponse } from "node:http";
-import type { RunningProxy } from "../../src/proxy/run.ts";
+import type { ProxyConfig, RunningProxy } from "../../src/proxy/run.ts";
+import { parseLockSpec } from "../../src/settings/lock.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { readCase } from "../support/fixture-io.ts";
 import { decodeEvent, loadK8sProto, splitFrames } from "../support/proto/k8s.ts";
@@ -15,14 +16,14 @@ import { eventually } from "../support/wait.ts";
 
 const pb = loadK8sProto();
 
-function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter"): Promise<RunningProxy> {
-  return proxyInFrontOf(t, [shardRange(0, 2)], (req, res) => handler(res, req.url ?? ""), { fallback });
+function withUpstream(t: { teardown(fn: () => Promise<void>): void }, handler: (res: ServerResponse, url: string) => void, fallback: "filter" | "fail" = "filter", over: Partial<ProxyConfig> = {}): Promise<RunningProxy> {
+  return proxyInFrontOf(t, [shardRange(0, 2)], (req, res) => handler(res, req.url ?? ""), { fallback, ...over });
 }
 
 /** Reads a response fully; resolves with how it ended. */
-function get(url: string): Promise<{ status: number; body: Buffer; aborted: boolean }> {
+function get(url: string, method = "GET"): Promise<{ status: number; body: Buffer; aborted: boolean }> {
   return new Promise((resolve) => {
-    const req = request(url, { headers: { authorization: "Bearer x" } }, (res) => {
+    const req = request(url, { method, headers: { authorization: "Bearer x" } }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (b: Buffer) => chunks.push(b));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted: false }));
@@ -182,18 +183,35 @@ t.test("a pass-through answer the apiserver cuts ends for the client too", async
   }
 });
 
-t.test("an answer head node cannot write (a status below 100) fails that request, and the proxy serves on", async (t) => {
-  const proxy = await withUpstream(t, (res, url) => {
-    if (url.startsWith("/api/v1/services")) {
-      // Written raw: node's server will not send such a status itself.
-      res.socket?.write("HTTP/1.1 099 Odd\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
-      return;
-    }
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end('{"kind":"Status"}');
-  });
-  const odd = await get(`${proxy.url}/api/v1/services?watch=1`);
-  t.ok(odd.aborted || odd.status >= 500, `the odd answer is not relayed as an answer (status ${odd.status})`);
-  const next = await get(`${proxy.url}/version`);
-  t.equal(next.status, 200, "the next request is served");
+t.test("an answer head node cannot write (a status below 100) fails that request, on every route, and the proxy serves on", async (t) => {
+  const proxy = await withUpstream(
+    t,
+    (res, url) => {
+      if (url === "/version") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end('{"major":"1"}');
+        return;
+      }
+      // Written raw: node's server will not send such a status itself. Streamed, and with a length.
+      const framing = url.includes("streamed") || url.includes("watch") ? "Transfer-Encoding: chunked\r\n\r\n" : "Content-Length: 2\r\n\r\n{}";
+      res.socket?.write(`HTTP/1.1 099 Odd\r\nContent-Type: application/json\r\n${framing}`);
+    },
+    "filter",
+    { lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } },
+  );
+  const requests: Array<[string, string]> = [
+    ["GET", "/api/v1/services?watch=1"],
+    ["GET", "/api/v1/services"],
+    ["POST", "/api/v1/namespaces/ns/services"],
+    ["GET", "/api/v1/namespaces/ns/pods/p0/proxy/streamed"],
+    ["GET", "/api/v1/pods"],
+    ["GET", "/api/v1/pods?watch=1"],
+    ["GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/demo-lock"],
+  ];
+  for (const [method, path] of requests) {
+    const odd = await get(`${proxy.url}${path}`, method);
+    t.ok(odd.aborted || odd.status === 502, `${method} ${path}: the odd answer is not relayed (status ${odd.status})`);
+    const next = await get(`${proxy.url}/version`);
+    t.equal(next.status, 200, `after ${method} ${path}: the next request is served`);
+  }
 });
