@@ -122,7 +122,16 @@ export function createFront(opts: FrontOptions): Front {
     unsettled.clear();
   };
   /** The target, made the forwarded one; or the refusal, already answered. */
-  const accept = (req: IncomingMessage, refuse: (message: string) => void): boolean => {
+  const accept = (req: IncomingMessage, refuse: (code: number, message: string) => void): boolean => {
+    if (req.httpVersionMajor !== 1) {
+      // As the apiserver (Go's net/http) answers any other version on an
+      // HTTP/1 connection; http-proxy-3 would echo it in the status line of
+      // an upgrade's answer that did not upgrade. (node's parser itself
+      // refuses HTTP/1.2 and up.)
+      metrics.rejectedRequests.inc({ reason: "http-version" });
+      refuse(505, `shardcar: HTTP version ${JSON.stringify(req.httpVersion)} is not supported; send HTTP/1.1`);
+      return false;
+    }
     const target = readRequestTarget(req.url ?? "/");
     if (target.ok) {
       req.url = target.url;
@@ -130,7 +139,7 @@ export function createFront(opts: FrontOptions): Front {
     }
     metrics.rejectedRequests.inc({ reason: target.reason });
     logger.debug({ method: req.method, reason: target.reason }, target.message);
-    refuse(target.message);
+    refuse(400, target.message);
     return false;
   };
   const failed = (listener: "request" | "upgrade", req: IncomingMessage, err: unknown, answer: (message: string) => void): void => {
@@ -179,7 +188,7 @@ export function createFront(opts: FrontOptions): Front {
     return true;
   };
   const request = (req: IncomingMessage, res: ServerResponse): void => {
-    if (!accept(req, (m) => sendStatus(res, 400, m))) return;
+    if (!accept(req, (code, m) => sendStatus(res, code, m))) return;
     track(req, res);
     try {
       opts.handle(req, res);
@@ -203,7 +212,7 @@ export function createFront(opts: FrontOptions): Front {
     },
     upgrade(req, socket, head) {
       if (refusedBehindEarlier(req, socket)) return;
-      if (!accept(req, (m) => endWithStatus(socket, 400, m, { method: req.method }))) return;
+      if (!accept(req, (code, m) => endWithStatus(socket, code, m, { method: req.method }))) return;
       try {
         const refusal = upgradeRefusal(req, opts.index);
         if (refusal !== undefined) {

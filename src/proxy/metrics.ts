@@ -53,7 +53,7 @@ export class ProxyMetrics {
     this.fallbackRefusals = counter("shardcar_proxy_fallback_refusals_total", ["resource"], "Sharded lists answered 503 because the server did not filter and fallback=fail.");
     this.unlabelled = counter("shardcar_proxy_unlabelled_total", ["resource"], "Labels mode: list items and watch events dropped because the object had no readable slot label (it is in no shard's cache).");
     this.streamErrors = counter("shardcar_proxy_stream_errors_total", ["resource", "class"], "Responses ended with an error (unparsable or truncated upstream body).");
-    this.rejectedRequests = counter("shardcar_proxy_rejected_requests_total", ["reason"], "Requests refused at the listener, before routing, by reason: 400 for unparsable, bad-escape, dot-segment, sharded-upgrade and resource-upgrade; 405 for connect (a CONNECT tunnel); pipelined-upgrade, an upgrade or CONNECT behind unfinished requests, closes its connection.");
+    this.rejectedRequests = counter("shardcar_proxy_rejected_requests_total", ["reason"], "Requests refused at the listener, before routing, by reason: 400 for unparsable, bad-escape, dot-segment, sharded-upgrade and resource-upgrade; 505 for http-version (not HTTP/1.x); 405 for connect (a CONNECT tunnel); pipelined-upgrade, an upgrade or CONNECT behind unfinished requests, closes its connection.");
     this.handlerFailures = counter("shardcar_proxy_handler_failures_total", ["listener"], "Requests whose handler threw (answered 500 or closed, never a crash): a bug; the log line says which request.");
     this.activeWatches = new Gauge({
       name: "shardcar_proxy_active_watches",

@@ -505,3 +505,21 @@ t.test("a leader-election lock GET is sent without its body and framing: the poo
   }
   t.equal(unparsable, 0, "the apiserver read every request it was sent as a request");
 });
+
+t.test("a request line that is not HTTP/1.x is answered 505, as the apiserver does; HTTP/1.0 is served", async (t) => {
+  const { api, upstream, proxy } = await proxyOnDevApi(t);
+  const upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\n";
+  // A path devapi does not serve: its upgrade is answered 404 without upgrading, and relayed by http-proxy-3.
+  const rows: Array<[string, string, RegExp]> = [
+    ["a list in HTTP/2.0", "GET /api/v1/pods HTTP/2.0\r\nHost: x\r\n\r\n", /^HTTP\/1\.1 505 /],
+    ["an upgrade in HTTP/2.0", `GET /nothing-here HTTP/2.0\r\nHost: x\r\n${upgrade}\r\n`, /^HTTP\/1\.1 505 /],
+    ["an upgrade in HTTP/1.0", `GET /nothing-here HTTP/1.0\r\nHost: x\r\n${upgrade}\r\n`, /^HTTP\/1\.0 404 /],
+    ["a list in HTTP/1.0", "GET /api/v1/pods HTTP/1.0\r\nHost: x\r\n\r\n", /^HTTP\/1\.1 200 /],
+  ];
+  for (const [what, bytes, want] of rows) {
+    const res = await exchange(endpoint(proxy), { writes: [Buffer.from(bytes)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+    t.match(res.received.toString("latin1"), want, what);
+  }
+  t.equal((await proxy.metrics.rejectedRequests.get()).values.find((v) => v.labels.reason === "http-version")?.value, 2, "counted as http-version");
+  await nothingLeftOpen(t, api, upstream, proxy);
+});
