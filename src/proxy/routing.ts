@@ -118,7 +118,8 @@ export function createRoutes(o: {
         try {
           res.flushHeaders();
         } catch {
-          // A head node will not write (a status below 100): the answer cannot be relayed.
+          // refusedStatus has refused every status node will not write; a
+          // head that still cannot be written must end this answer, not the process.
           res.destroy();
         }
       });
