@@ -3,7 +3,8 @@
  * the items of this replica's shard, without ever parsing the whole body.
  *
  * How bytes flow. Every input byte is, at any moment, in one of three modes:
- * EMIT (goes out as is), HOLD (kept until a decision) or SKIP (discarded).
+ * EMIT (goes out as is), HOLD (kept until a decision) or SKIP (discarded), as
+ * byte-router.ts routes them.
  * - The head of the body (up to the list `metadata`, or to `items`) is held
  *   until the path is known, so `stats.path` is final before the first byte
  *   goes out: the proxy's fallback=fail mode relies on that.
@@ -30,6 +31,7 @@ import { JsonKeyReader, jsonKeyPaths, pathsPerKey } from "./json-key.ts";
 import { coalesce, compilePaths, decodeJsonString, DEFAULT_MAX_DEPTH, JsonScanner, KIND_ARRAY, KIND_OBJECT, runFilterStep, type PathNode, type ScanSink, type ValueKind } from "./json-scanner.ts";
 import { countsUnkeyed, KEY_EMPTY, KEY_UNLABELLED, type ObjectKey } from "./object-key.ts";
 import { DEFAULT_MAX_OBJECT_BYTES, type ListFilterStats } from "./filter-contract.ts";
+import { ByteRouter, EMIT, HOLD, SKIP } from "./byte-router.ts";
 
 export type { ListFilterStats } from "./filter-contract.ts";
 
@@ -80,9 +82,6 @@ function listPaths(key: ObjectKey): PathNode {
 
 const LIST_PATHS = pathsPerKey(listPaths);
 
-const EMIT = 0;
-const HOLD = 1;
-const SKIP = 2;
 
 const UNDECIDED = 0;
 const KEEP = 1;
@@ -112,14 +111,8 @@ class ListFilterEngine implements ScanSink {
   private readonly maxItemBytes: number;
   private readonly scanner: JsonScanner;
 
-  private mode = HOLD; // the head is held until the path is decided
-  private markPos = 0; // absolute offset where the current mode began (or this chunk, if later)
-  private chunk: Buffer = Buffer.alloc(0);
-  private chunkBase = 0;
-  private out: Buffer[] = [];
-  private held: Buffer[] = [];
-  private heldBytes = 0;
-  private heldStart = 0; // absolute offset of held[0]
+  /** The head is held until the path is decided. */
+  private readonly route: ByteRouter;
 
   /** The rest of the body streams through unscanned. */
   private raw = false;
@@ -145,6 +138,7 @@ class ListFilterEngine implements ScanSink {
     this.onUnlabelled = opts.onUnlabelled;
     this.sentSelector = opts.sentSelector;
     this.maxItemBytes = opts.maxItemBytes ?? DEFAULT_MAX_OBJECT_BYTES;
+    this.route = new ByteRouter(HOLD, this.maxItemBytes, (pos) => this.tooLarge(pos));
     this.scanner = new JsonScanner(LIST_PATHS(opts.key), this, {
       maxDepth: opts.maxDepth ?? DEFAULT_MAX_DEPTH,
       maxTokenBytes: this.maxItemBytes,
@@ -155,18 +149,15 @@ class ListFilterEngine implements ScanSink {
   write(chunk: Buffer): Buffer[] {
     this.stats.bytesIn += chunk.length;
     if (this.raw) return [chunk];
-    this.chunk = chunk;
-    this.chunkBase = this.stats.bytesIn - chunk.length;
-    this.markPos = this.chunkBase;
-    this.scanner.scan(chunk, this.chunkBase);
+    const base = this.stats.bytesIn - chunk.length;
+    this.route.begin(chunk, base);
+    this.scanner.scan(chunk, base);
     // The rest of the chunk goes to the current mode (EMIT once on the fast path).
-    this.switchMode(this.mode, this.stats.bytesIn);
+    this.route.switchTo(this.route.mode, this.stats.bytesIn);
     if (this.itemStart >= 0 && this.stats.bytesIn - this.itemStart > this.maxItemBytes) {
       throw this.tooLarge(this.stats.bytesIn);
     }
-    const out = this.out;
-    this.out = [];
-    return out;
+    return this.route.take();
   }
 
   end(): Buffer[] {
@@ -179,37 +170,7 @@ class ListFilterEngine implements ScanSink {
     }
     // The top-level close (and trailing whitespace), or a whole body that never
     // reached a decision point (no metadata, no items).
-    return this.held;
-  }
-
-  // -- byte routing ----------------------------------------------------------
-
-  /** Routes `[markPos, pos)` of the current chunk to the current mode, then starts `mode` at `pos`. */
-  private switchMode(mode: number, pos: number): void {
-    const a = this.markPos - this.chunkBase;
-    const b = pos - this.chunkBase;
-    if (b > a) {
-      const seg = this.chunk.subarray(a, b);
-      if (this.mode === EMIT) this.out.push(seg);
-      else if (this.mode === HOLD) {
-        if (this.held.length === 0) this.heldStart = this.markPos;
-        this.held.push(seg);
-        this.heldBytes += seg.length;
-        if (this.heldBytes > this.maxItemBytes) throw this.tooLarge(pos);
-      }
-    }
-    this.mode = mode;
-    this.markPos = pos;
-  }
-
-  private releaseHeld(): void {
-    for (const b of this.held) this.out.push(b);
-    this.dropHeld();
-  }
-
-  private dropHeld(): void {
-    this.held = [];
-    this.heldBytes = 0;
+    return this.route.takeHeld();
   }
 
   private tooLarge(pos: number): ScanError {
@@ -222,8 +183,8 @@ class ListFilterEngine implements ScanSink {
   /** Fast path: everything held so far goes out unchanged, the rest unscanned. */
   private goRaw(pos: number): void {
     this.stats.path = "fast";
-    this.switchMode(EMIT, pos);
-    this.releaseHeld();
+    this.route.switchTo(EMIT, pos);
+    this.route.releaseHeld();
     this.decided = true;
     this.raw = true;
     this.scanner.stop();
@@ -242,17 +203,17 @@ class ListFilterEngine implements ScanSink {
         this.metaOpen = true;
         // After the items (custom-resource lists) the metadata is held on its own.
         if (this.decided) {
-          this.switchMode(HOLD, pos);
-          this.dropHeld();
+          this.route.switchTo(HOLD, pos);
+          this.route.dropHeld();
         }
         return;
       case ITEMS:
         if (kind !== KIND_ARRAY) return;
         // Filter path from here on; everything up to and including '[' goes out.
         this.decided = true;
-        this.switchMode(EMIT, pos + 1);
-        this.releaseHeld();
-        this.switchMode(HOLD, pos + 1);
+        this.route.switchTo(EMIT, pos + 1);
+        this.route.releaseHeld();
+        this.route.switchTo(HOLD, pos + 1);
         this.inItems = true;
         this.keptInArray = 0;
         this.heldComma = false;
@@ -332,13 +293,13 @@ class ListFilterEngine implements ScanSink {
         if (!this.inItems) return;
         this.inItems = false;
         // Whitespace before ']' goes out (it keeps pretty output pretty), then ']' onwards.
-        this.switchMode(EMIT, end - 1);
-        this.releaseHeld();
+        this.route.switchTo(EMIT, end - 1);
+        this.route.releaseHeld();
         return;
       case ROOT:
         // Hold the top-level close until the input has ended cleanly. (Undecided
         // bodies, with neither list metadata nor items, are still wholly held.)
-        if (this.decided) this.switchMode(HOLD, end - 1);
+        if (this.decided) this.route.switchTo(HOLD, end - 1);
         return;
       default:
         return;
@@ -349,8 +310,8 @@ class ListFilterEngine implements ScanSink {
     if (id !== ITEMS || !this.inItems) return;
     // Whitespace before the comma is dropped; the comma is held with the next
     // item and goes out only if an item was kept before it (see decide).
-    this.switchMode(HOLD, pos);
-    this.dropHeld();
+    this.route.switchTo(HOLD, pos);
+    this.route.dropHeld();
     this.heldComma = true;
   }
 
@@ -358,7 +319,7 @@ class ListFilterEngine implements ScanSink {
 
   private leaveMeta(end: number): void {
     this.metaOpen = false;
-    this.switchMode(HOLD, end);
+    this.route.switchTo(HOLD, end);
     const matched = this.sentSelector !== undefined && this.selector === this.sentSelector;
     if (matched) this.stats.serverFiltered = "confirmed";
     if (matched && !this.decided) {
@@ -367,8 +328,8 @@ class ListFilterEngine implements ScanSink {
     }
     this.decided = true;
     this.cutRemainingItemCount();
-    this.releaseHeld();
-    this.switchMode(EMIT, end);
+    this.route.releaseHeld();
+    this.route.switchTo(EMIT, end);
   }
 
   /**
@@ -378,8 +339,8 @@ class ListFilterEngine implements ScanSink {
    */
   private cutRemainingItemCount(): void {
     if (this.remainingKeyStart < 0) return;
-    const buf = Buffer.concat(this.held);
-    const base = this.heldStart;
+    const buf = Buffer.concat(this.route.held);
+    const base = this.route.heldStart;
     let from = this.remainingKeyStart - base;
     let to = this.remainingEnd - base;
     this.remainingKeyStart = -1;
@@ -398,10 +359,7 @@ class ListFilterEngine implements ScanSink {
         to = m;
       }
     }
-    const head = buf.subarray(0, from);
-    const tail = buf.subarray(to);
-    this.held = [head, tail];
-    this.heldBytes = head.length + tail.length;
+    this.route.replaceHeld([buf.subarray(0, from), buf.subarray(to)]);
   }
 
   /** The reader has the current item's key: keep or drop the item from `pos`. */
@@ -419,30 +377,21 @@ class ListFilterEngine implements ScanSink {
     this.scanner.untrackBelow(ITEMS_DEPTH);
     if (keep) {
       this.itemDecision = KEEP;
-      this.switchMode(EMIT, pos);
+      this.route.switchTo(EMIT, pos);
       // Nothing kept before this item: its comma would follow '[', so it goes.
-      if (this.heldComma && this.keptInArray === 0) this.dropLeadingComma();
+      if (this.heldComma && this.keptInArray === 0) this.route.dropLeadingHeld(0x2c);
       this.heldComma = false;
-      this.releaseHeld();
+      this.route.releaseHeld();
       this.keptInArray++;
       this.stats.kept++;
     } else {
       this.itemDecision = DROP;
-      this.switchMode(SKIP, pos);
-      this.dropHeld();
+      this.route.switchTo(SKIP, pos);
+      this.route.dropHeld();
       this.heldComma = false;
       this.stats.dropped++;
       if (this.stats.serverFiltered === "inferred") this.stats.serverFiltered = "no";
     }
-  }
-
-  /** Removes the comma that starts the held bytes (comma() held it as their first byte). */
-  private dropLeadingComma(): void {
-    const first = this.held[0];
-    if (first === undefined || first[0] !== 0x2c) return;
-    this.heldBytes--;
-    if (first.length === 1) this.held.shift();
-    else this.held[0] = first.subarray(1);
   }
 
   private leaveItem(end: number): void {
@@ -454,8 +403,8 @@ class ListFilterEngine implements ScanSink {
     }
     this.itemStart = -1;
     // Whitespace after the item is held until we see whether a comma or ']' follows.
-    this.switchMode(HOLD, end);
-    this.dropHeld();
+    this.route.switchTo(HOLD, end);
+    this.route.dropHeld();
   }
 }
 

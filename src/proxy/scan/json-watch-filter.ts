@@ -24,6 +24,7 @@ import { BookmarkPacer, DEFAULT_BOOKMARK_INTERVAL_MS, type DroppedObject } from 
 import { countsUnkeyed, KEY_EMPTY, KEY_PENDING, KEY_UNLABELLED, KeyResult, type ObjectKey } from "./object-key.ts";
 import { DEFAULT_MAX_OBJECT_BYTES, INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterCommonOptions, type WatchFilterStats } from "./filter-contract.ts";
 import { jsonWatchErrorLine } from "./status-encoding.ts";
+import { ByteRouter, EMIT, HOLD, SKIP } from "./byte-router.ts";
 
 export interface WatchFilterOptions extends WatchFilterCommonOptions {
   /** Largest event accepted; a larger one ends the stream with an ERROR event. Default {@link DEFAULT_MAX_OBJECT_BYTES}. */
@@ -213,9 +214,6 @@ function judge(ev: EventInfo, key: ObjectKey, matcher: HashMatcher): Verdict {
   return found.state === KEY_EMPTY && countsUnkeyed(key) ? DROP_UNKEYED : DROP;
 }
 
-const EMIT = 0;
-const HOLD = 1;
-const SKIP = 2;
 
 /** The ERROR event that ends a stream the filter cannot judge. */
 function errorEvent(message: string): Buffer {
@@ -251,13 +249,7 @@ class WatchFilterEngine implements ScanSink {
   private readonly scanner: JsonScanner;
   private readonly ev = new EventInfo();
 
-  private mode = EMIT;
-  private markPos = 0;
-  private chunk: Buffer = Buffer.alloc(0);
-  private chunkBase = 0;
-  private out: Buffer[] = [];
-  private held: Buffer[] = [];
-  private heldBytes = 0;
+  private readonly route: ByteRouter;
 
   // Judged events wait until their line ends (a newline, or a clean end of
   // input): anything unreadable later on the same line retracts the whole
@@ -283,6 +275,7 @@ class WatchFilterEngine implements ScanSink {
     this.rowReader = new JsonKeyReader(opts.key, ROW_KEY_BASE);
     this.onUnlabelled = opts.onUnlabelled;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_OBJECT_BYTES;
+    this.route = new ByteRouter(EMIT, this.maxEventBytes, (pos) => this.tooLarge(pos));
     this.now = opts.now ?? (() => performance.now());
     this.pacer = new BookmarkPacer({
       allowBookmarks: opts.allowBookmarks,
@@ -317,54 +310,31 @@ class WatchFilterEngine implements ScanSink {
   write(chunk: Buffer): Buffer[] {
     this.stats.bytesIn += chunk.length;
     if (this.terminated) return [];
-    this.chunk = chunk;
-    this.chunkBase = this.stats.bytesIn - chunk.length;
-    this.markPos = this.chunkBase;
+    const base = this.stats.bytesIn - chunk.length;
+    this.route.begin(chunk, base);
     try {
-      this.scanner.scan(chunk, this.chunkBase);
+      this.scanner.scan(chunk, base);
       if (!this.terminated) {
-        this.switchMode(this.mode, this.stats.bytesIn);
+        this.route.switchTo(this.route.mode, this.stats.bytesIn);
         if (this.ev.start >= 0 && this.stats.bytesIn - this.ev.start > this.maxEventBytes) throw this.tooLarge(this.stats.bytesIn);
       }
     } catch (err) {
       if (!(err instanceof ScanError)) throw err;
       this.terminate(`unreadable watch stream: ${err.message}`);
     }
-    return this.take();
+    return this.route.take();
   }
 
   end(): Buffer[] {
     if (this.terminated) return [];
     if (!this.scanner.complete) {
       this.terminate(`the upstream watch stream ended inside an event (after ${this.stats.bytesIn} bytes)`);
-      return this.take();
+      return this.route.take();
     }
     if (this.lineOpen) this.release(this.stats.bytesIn);
     const due = this.pacer.flush(this.now());
-    if (due !== undefined) this.bookmark(due, this.out);
-    return this.take();
-  }
-
-  private take(): Buffer[] {
-    const out = this.out;
-    this.out = [];
-    return out;
-  }
-
-  private switchMode(mode: number, pos: number): void {
-    const a = this.markPos - this.chunkBase;
-    const b = pos - this.chunkBase;
-    if (b > a) {
-      const seg = this.chunk.subarray(a, b);
-      if (this.mode === EMIT) this.out.push(seg);
-      else if (this.mode === HOLD) {
-        this.held.push(seg);
-        this.heldBytes += seg.length;
-        if (this.heldBytes > this.maxEventBytes) throw this.tooLarge(pos);
-      }
-    }
-    this.mode = mode;
-    this.markPos = pos;
+    if (due !== undefined) this.route.push(this.bookmark(due));
+    return this.route.take();
   }
 
   private tooLarge(pos: number): ScanError {
@@ -380,27 +350,24 @@ class WatchFilterEngine implements ScanSink {
       this.lineOut = [];
       this.lineOpen = false;
     }
-    this.out.push(errorEvent(reason));
+    this.route.push(errorEvent(reason));
     this.stats.errors++;
     this.terminated = true;
-    this.held = [];
-    this.heldBytes = 0;
+    this.route.dropHeld();
     this.scanner.stop();
   }
 
-  private bookmark(obj: DroppedObject, into: Buffer[]): void {
-    into.push(bookmarkEvent(obj));
+  private bookmark(obj: DroppedObject): Buffer {
     this.stats.syntheticBookmarks++;
+    return bookmarkEvent(obj);
   }
 
   /** The open line ended at `pos` (exclusive): its events' output, and the trailing whitespace of a passed last event, go out. */
   private release(pos: number): void {
-    this.switchMode(this.linePassed ? EMIT : SKIP, pos);
-    for (const b of this.lineOut) this.out.push(b);
-    for (const b of this.held) this.out.push(b);
+    this.route.switchTo(this.linePassed ? EMIT : SKIP, pos);
+    for (const b of this.lineOut) this.route.push(b);
+    this.route.releaseHeld();
     this.lineOut = [];
-    this.held = [];
-    this.heldBytes = 0;
     this.lineOpen = false;
     if (this.lineInitialEnd) {
       this.lineInitialEnd = false;
@@ -423,14 +390,10 @@ class WatchFilterEngine implements ScanSink {
     switch (id) {
       case EVENT:
         // Whitespace before the event goes out or not, per the previous event.
-        this.switchMode(HOLD, pos);
-        if (this.held.length > 0) {
-          // A passed event earlier on this (still open) line, with the
-          // whitespace since: committed to the line's output.
-          for (const b of this.held) this.lineOut.push(b);
-          this.held = [];
-          this.heldBytes = 0;
-        }
+        this.route.switchTo(HOLD, pos);
+        // A passed event earlier on this (still open) line, with the
+        // whitespace since: committed to the line's output.
+        this.route.releaseHeld(this.lineOut);
         ev.reset(pos, kind);
         return;
       case OBJECT:
@@ -562,11 +525,8 @@ class WatchFilterEngine implements ScanSink {
 
   /** The held bytes so far, flushed up to `end` and taken out of `held`. */
   private takeHeld(end: number): Buffer[] {
-    this.switchMode(HOLD, end);
-    const held = this.held;
-    this.held = [];
-    this.heldBytes = 0;
-    return held;
+    this.route.switchTo(HOLD, end);
+    return this.route.takeHeld();
   }
 
   private finishEvent(end: number): void {
@@ -611,16 +571,13 @@ class WatchFilterEngine implements ScanSink {
         this.pendingColumns = Buffer.from(Buffer.concat(this.takeHeld(end)).subarray(ev.columnsStart - ev.start, ev.columnsEnd - ev.start));
       }
       // Discard the event (no view needed for bytes that never go out).
-      this.held = [];
-      this.heldBytes = 0;
-      this.markPos = end;
+      this.route.restart(SKIP, end);
       const dropped = rv !== undefined && ev.kind !== undefined && ev.apiVersion !== undefined ? { resourceVersion: rv, kind: ev.kind, apiVersion: ev.apiVersion } : undefined;
       const due = this.pacer.dropped(dropped, this.now());
-      if (due !== undefined) this.bookmark(due, this.lineOut);
+      if (due !== undefined) this.lineOut.push(this.bookmark(due));
       this.lineCounts.dropped++;
       if (due !== undefined) this.lineCounts.synthetic++;
       this.linePassed = false;
-      this.mode = SKIP;
     }
     ev.start = -1;
   }
