@@ -89,15 +89,13 @@ export class JsonKeyReader {
   readonly #slots: SlotStarts | undefined;
   readonly #slotCount: number;
   readonly #hash = new Uint32Array(2);
-  // The object's own uid, held until the owner key knows it has no controller reference.
+  // The object's own uid's hash, held until the owner key knows it has no controller reference.
   #hasUid = false;
-  #uidHi = 0;
-  #uidLo = 0;
-  // The ownerReference being read.
+  readonly #uid = new Uint32Array(2);
+  // The ownerReference being read, and its uid's hash.
   #refOpen = false;
   #refUid = false;
-  #refHi = 0;
-  #refLo = 0;
+  readonly #ref = new Uint32Array(2);
   #refController = false;
   // Name and namespace bytes, in labels mode, to name an unlabelled object.
   readonly #name = Buffer.alloc(IDENTITY_BYTES);
@@ -156,10 +154,8 @@ export class JsonKeyReader {
       case UID:
         if (this.key === "uid") return this.#foundValue(buf, start, end, escaped);
         if (this.key === "owner") {
-          this.#hashValue(buf, start, end, escaped);
+          this.#hashValue(buf, start, end, escaped, this.#uid);
           this.#hasUid = true;
-          this.#uidHi = this.#hash[0] as number;
-          this.#uidLo = this.#hash[1] as number;
         }
         return false;
       case NAMESPACE:
@@ -171,10 +167,8 @@ export class JsonKeyReader {
         return false;
       case REF_UID:
         if (!this.#refOpen) return false;
-        this.#hashValue(buf, start, end, escaped);
+        this.#hashValue(buf, start, end, escaped, this.#ref);
         this.#refUid = true;
-        this.#refHi = this.#hash[0] as number;
-        this.#refLo = this.#hash[1] as number;
         return false;
       case LABEL:
         return this.#slot(buf, start, end, escaped);
@@ -188,7 +182,7 @@ export class JsonKeyReader {
     this.#refOpen = false;
     // The first controller reference wins (slots.ts controllerOwnerUid).
     if (!this.pending || !this.#refController || !this.#refUid) return false;
-    this.result.found(this.#refHi, this.#refLo);
+    this.result.found(this.#ref[0] as number, this.#ref[1] as number);
     return true;
   }
 
@@ -196,7 +190,7 @@ export class JsonKeyReader {
   finish(): void {
     if (!this.pending) return;
     if (this.#slots !== undefined) this.result.unlabelled();
-    else if (this.key === "owner" && this.#hasUid) this.result.found(this.#uidHi, this.#uidLo);
+    else if (this.key === "owner" && this.#hasUid) this.result.found(this.#uid[0] as number, this.#uid[1] as number);
     else this.result.empty();
   }
 
@@ -222,9 +216,10 @@ export class JsonKeyReader {
     this.#ve = end;
   }
 
-  #hashValue(buf: Buffer, start: number, end: number, escaped: boolean): void {
+  /** Hashes the string into `into` (hi, lo). */
+  #hashValue(buf: Buffer, start: number, end: number, escaped: boolean, into: Uint32Array = this.#hash): void {
     this.#unescape(buf, start, end, escaped);
-    fnv1a64Into(this.#vb, this.#vs, this.#ve, this.#hash);
+    fnv1a64Into(this.#vb, this.#vs, this.#ve, into);
   }
 
   #foundValue(buf: Buffer, start: number, end: number, escaped: boolean): boolean {
