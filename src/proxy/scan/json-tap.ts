@@ -13,10 +13,12 @@ import { itemKind, type Tap, type TapSink } from "./tap.ts";
 
 const MAX_TOKEN_BYTES = 16 * 1024 * 1024;
 
+// Node ids both taps read: the delivered objects' type.
+const KIND = 2;
+const API_VERSION = 3;
+
 // List node ids.
 const L_ROOT = 1;
-const L_KIND = 2;
-const L_API_VERSION = 3;
 const L_CONTINUE = 5;
 const L_RV = 6;
 const L_ITEM = 7;
@@ -35,8 +37,8 @@ const LIST_PATHS = pathsPerKey((key) =>
   compilePaths({
     id: L_ROOT,
     keys: {
-      kind: { id: L_KIND },
-      apiVersion: { id: L_API_VERSION },
+      kind: { id: KIND },
+      apiVersion: { id: API_VERSION },
       metadata: { keys: { continue: { id: L_CONTINUE }, resourceVersion: { id: L_RV } } },
       items: { element: { id: L_ITEM, keys: { metadata: { id: L_META, keys: metaKeys(key) } } } },
       // A Table's rows are not cached objects: nothing to index.
@@ -47,9 +49,7 @@ const LIST_PATHS = pathsPerKey((key) =>
 
 // Watch node ids.
 const W_EVENT = 1;
-const W_TYPE = 2;
-const W_KIND = 4;
-const W_API_VERSION = 5;
+const W_TYPE = 4;
 const W_META = 6;
 const W_RV = 10;
 
@@ -60,8 +60,8 @@ const WATCH_PATHS = pathsPerKey((key) =>
       type: { id: W_TYPE },
       object: {
         keys: {
-          kind: { id: W_KIND },
-          apiVersion: { id: W_API_VERSION },
+          kind: { id: KIND },
+          apiVersion: { id: API_VERSION },
           metadata: { id: W_META, keys: { ...metaKeys(key), resourceVersion: { id: W_RV } } },
         },
       },
@@ -85,6 +85,9 @@ abstract class JsonTap implements Tap, ScanSink {
   protected readonly sink: TapSink;
   protected readonly id = new Identity();
   protected readonly key: JsonKeyReader;
+  /** The delivered objects' `kind` and `apiVersion`, as last read. */
+  protected kind: string | undefined;
+  protected apiVersion: string | undefined;
   #scanner: JsonScanner;
   #base = 0;
   #dead = false;
@@ -111,15 +114,24 @@ abstract class JsonTap implements Tap, ScanSink {
     return { name, namespace: this.id.namespace, uid: this.id.uid, keyHi: k.hi, keyLo: k.lo };
   }
 
-  /** Identity members and key members, both read through the key reader's ids. */
-  protected keyString(id: number, buf: Buffer, start: number, end: number, escaped: boolean): boolean {
-    if (!this.key.owns(id)) return false;
-    this.key.string(id, buf, start, end, escaped);
-    if (id === ID.name) this.id.name = decodeJsonString(buf, start, end, escaped);
-    else if (id === ID.namespace) this.id.namespace = decodeJsonString(buf, start, end, escaped);
-    else if (id === ID.uid) this.id.uid = decodeJsonString(buf, start, end, escaped);
-    return true;
+  /**
+   * A string member: identity and key members go through the key reader's
+   * ids, the type is read here, and the rest is the tap's own ({@link member}).
+   */
+  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
+    if (this.#dead) return;
+    if (this.key.owns(id)) {
+      this.key.string(id, buf, start, end, escaped);
+      if (id === ID.name) this.id.name = decodeJsonString(buf, start, end, escaped);
+      else if (id === ID.namespace) this.id.namespace = decodeJsonString(buf, start, end, escaped);
+      else if (id === ID.uid) this.id.uid = decodeJsonString(buf, start, end, escaped);
+    } else if (id === KIND) this.kind = decodeJsonString(buf, start, end, escaped);
+    else if (id === API_VERSION) this.apiVersion = decodeJsonString(buf, start, end, escaped);
+    else this.member(id, buf, start, end, escaped);
   }
+
+  /** A string member of the tap's own paths. */
+  protected abstract member(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void;
 
   write(chunk: Buffer): void {
     if (this.#dead) return;
@@ -145,15 +157,11 @@ abstract class JsonTap implements Tap, ScanSink {
 
   abstract enter(id: number, pos: number, kind: ValueKind): void;
   abstract leave(id: number, end: number): void;
-  abstract string(id: number, buf: Buffer, start: number, end: number, escaped: boolean, after: number): void;
   comma(): void {}
   lineEnd(): void {}
 }
 
 class JsonListTap extends JsonTap {
-  #kind: string | undefined;
-  #apiVersion: string | undefined;
-
   constructor(sink: TapSink, key: ObjectKey) {
     super(sink, false, LIST_PATHS(key), key);
   }
@@ -173,39 +181,22 @@ class JsonListTap extends JsonTap {
       const name = this.id.name;
       const obj = name === undefined ? undefined : this.delivered(name);
       if (obj !== undefined) this.sink.upsert(obj);
-    } else if (id === L_ROOT && this.#kind !== undefined && this.#apiVersion !== undefined) {
-      this.sink.typeMeta(this.#apiVersion, itemKind(this.#kind));
+    } else if (id === L_ROOT && this.kind !== undefined && this.apiVersion !== undefined) {
+      this.sink.typeMeta(this.apiVersion, itemKind(this.kind));
     }
   }
 
-  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
-    if (this.dead || this.keyString(id, buf, start, end, escaped)) return;
-    const v = (): string => decodeJsonString(buf, start, end, escaped);
-    switch (id) {
-      case L_KIND:
-        this.#kind = v();
-        return;
-      case L_API_VERSION:
-        this.#apiVersion = v();
-        return;
-      case L_RV:
-        this.sink.resourceVersion(v());
-        return;
-      case L_CONTINUE: {
-        const token = v();
-        if (token !== "") this.sink.continueToken(token);
-        return;
-      }
-      default:
-        return;
+  protected member(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
+    if (id === L_RV) this.sink.resourceVersion(decodeJsonString(buf, start, end, escaped));
+    else if (id === L_CONTINUE) {
+      const token = decodeJsonString(buf, start, end, escaped);
+      if (token !== "") this.sink.continueToken(token);
     }
   }
 }
 
 class JsonWatchTap extends JsonTap {
   #type: string | undefined;
-  #kind: string | undefined;
-  #apiVersion: string | undefined;
   #rv: string | undefined;
 
   constructor(sink: TapSink, key: ObjectKey) {
@@ -217,7 +208,7 @@ class JsonWatchTap extends JsonTap {
     else if (id === W_META) this.meta(true, kind);
     if (id !== W_EVENT) return;
     this.id.reset();
-    this.#type = this.#kind = this.#apiVersion = this.#rv = undefined;
+    this.#type = this.kind = this.apiVersion = this.#rv = undefined;
     if (kind !== KIND_OBJECT) this.giveUp("a watch event that is not an object");
   }
 
@@ -237,31 +228,15 @@ class JsonWatchTap extends JsonTap {
         if (obj === undefined) return;
         this.sink.upsert(obj);
       }
-      if (this.#kind !== undefined && this.#apiVersion !== undefined && this.#kind !== "Table") this.sink.typeMeta(this.#apiVersion, this.#kind);
-      else if (this.#kind === "Table") return this.giveUp("a Table watch: its rows are not cached objects");
+      if (this.kind !== undefined && this.apiVersion !== undefined && this.kind !== "Table") this.sink.typeMeta(this.apiVersion, this.kind);
+      else if (this.kind === "Table") return this.giveUp("a Table watch: its rows are not cached objects");
     }
     if (this.#rv !== undefined) this.sink.resourceVersion(this.#rv);
   }
 
-  string(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
-    if (this.dead || this.keyString(id, buf, start, end, escaped)) return;
-    const v = (): string => decodeJsonString(buf, start, end, escaped);
-    switch (id) {
-      case W_TYPE:
-        this.#type = v();
-        return;
-      case W_KIND:
-        this.#kind = v();
-        return;
-      case W_API_VERSION:
-        this.#apiVersion = v();
-        return;
-      case W_RV:
-        this.#rv = v();
-        return;
-      default:
-        return;
-    }
+  protected member(id: number, buf: Buffer, start: number, end: number, escaped: boolean): void {
+    if (id === W_TYPE) this.#type = decodeJsonString(buf, start, end, escaped);
+    else if (id === W_RV) this.#rv = decodeJsonString(buf, start, end, escaped);
   }
 }
 
