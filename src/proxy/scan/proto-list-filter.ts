@@ -293,6 +293,15 @@ class ProtoListFilter extends Transform {
     else if (this.mode === "fast") this.phase = PASS;
   }
 
+  /** Byte `b` of a varint, at stream offset `at`: consumed; the varint's value once `b` ends it, else -1. */
+  private varintByte(b: number, at: number): number {
+    this.consume(1, at);
+    if (!this.acc.push(b, at + 1, this.level)) return -1;
+    const v = this.acc.value;
+    this.acc.reset();
+    return v;
+  }
+
   private parse(c: Buffer): void {
     const n = c.length;
     const base = this.offset;
@@ -309,12 +318,9 @@ class ProtoListFilter extends Transform {
         }
         case TAG: {
           if (this.acc.empty) this.fieldAt = base + i;
-          const b = c[i] as number;
-          this.consume(1, base + i);
+          const tag = this.varintByte(c[i] as number, base + i);
           i++;
-          if (!this.acc.push(b, base + i, this.level)) break;
-          const tag = this.acc.value;
-          this.acc.reset();
+          if (tag < 0) break;
           this.field = Math.floor(tag / 8);
           const wire = tag % 8;
           if (this.field === 0) throw syntax("protobuf field number 0", this.fieldAt, this.level);
@@ -322,22 +328,15 @@ class ProtoListFilter extends Transform {
           break;
         }
         case LEN: {
-          const b = c[i] as number;
-          this.consume(1, base + i);
+          const len = this.varintByte(c[i] as number, base + i);
           i++;
-          if (!this.acc.push(b, base + i, this.level)) break;
-          const len = this.acc.value;
-          this.acc.reset();
-          i = this.onLength(len, c, i, base);
+          if (len >= 0) i = this.onLength(len, c, i, base);
           break;
         }
         case VARINT: {
-          const b = c[i] as number;
-          this.consume(1, base + i);
+          const v = this.varintByte(c[i] as number, base + i);
           i++;
-          if (!this.acc.push(b, base + i, this.level)) break;
-          this.acc.reset();
-          this.fieldDone();
+          if (v >= 0) this.fieldDone();
           break;
         }
         case FIXED:
