@@ -63,3 +63,21 @@ t.test("replaced held bytes are what goes out, and count against the limit", asy
   r.replaceHeld([Buffer.from("123456789")]);
   t.throws(() => r.switchTo(HOLD, 9), /too large at 9/, "9 replaced bytes plus 2 new exceed 10");
 });
+
+t.test("dropping, releasing or taking what is held starts the limit again", async (t) => {
+  for (const clear of ["dropHeld", "releaseHeld", "takeHeld"] as const) {
+    const r = new ByteRouter(HOLD, 4, tooLarge);
+    r.begin(Buffer.from("abcdefgh"), 0);
+    r.switchTo(HOLD, 4);
+    r[clear]();
+    t.doesNotThrow(() => r.switchTo(HOLD, 8), `${clear}: four new bytes fit a limit of four`);
+  }
+});
+
+t.test("restart does not hold the bytes before it, so they never count against the limit", async (t) => {
+  const r = new ByteRouter(HOLD, 4, tooLarge);
+  r.begin(Buffer.from("0123456789"), 0);
+  r.restart(HOLD, 8);
+  t.doesNotThrow(() => r.switchTo(EMIT, 10));
+  t.equal(text(r.held), "89");
+});
