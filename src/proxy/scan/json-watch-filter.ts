@@ -531,6 +531,11 @@ class WatchFilterEngine implements ScanSink {
 
   private finishEvent(end: number): void {
     const ev = this.ev;
+    // The limit is on the event, not on what is held: write() checks it at
+    // each chunk's end, this at the event's, so a dropped event that began
+    // and ended inside one chunk meets it too (the outcome must not depend
+    // on how the upstream chunked it).
+    if (end - ev.start > this.maxEventBytes) throw this.tooLarge(end);
     this.stats.events++;
     const verdict = judge(ev, this.key, this.matcher);
     if (verdict.action === "fail") {

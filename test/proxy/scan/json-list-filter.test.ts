@@ -455,12 +455,15 @@ t.test("an empty body fails with SCAN_TRUNCATED", async (t) => {
   t.ok(r.error instanceof ScanError && r.error.code === "SHARDCAR_ERR_SCAN_TRUNCATED");
 });
 
-t.test("an item larger than maxItemBytes fails with SCAN_ITEM_TOO_LARGE, held or streamed", async (t) => {
+t.test("an item larger than maxItemBytes fails with SCAN_ITEM_TOO_LARGE, held or streamed, however it is chunked", async (t) => {
   const big = "x".repeat(5000);
   // Key first: the item streams before it grows too large. Key last: it is held.
   for (const item of [{ metadata: { uid: inA }, spec: { big } }, { spec: { big }, metadata: { uid: inA } }, { spec: { big }, metadata: { uid: outA } }]) {
-    const r = await run(LOW, "uid", chunksOf(podList([pod(inB), item]), 1024), { maxItemBytes: 4096 });
-    t.ok(r.error instanceof ScanError && r.error.code === "SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", String(r.error));
+    const body = podList([pod(inB), item]);
+    for (const size of [body.length, 1024]) {
+      const r = await run(LOW, "uid", chunksOf(body, size), { maxItemBytes: 4096 });
+      t.ok(r.error instanceof ScanError && r.error.code === "SHARDCAR_ERR_SCAN_ITEM_TOO_LARGE", `chunks of ${size}: ${String(r.error)}`);
+    }
   }
   const fits = await run(LOW, "uid", podList([{ metadata: { uid: inA }, spec: { big } }]), { maxItemBytes: 8192 });
   t.equal(fits.error, undefined, "an item under the limit passes");

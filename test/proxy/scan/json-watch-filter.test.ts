@@ -405,12 +405,16 @@ t.test("upstream ending in the middle of an event gives an ERROR event, at every
   t.equal(bad, 0, `all ${body.length - 1} cut points: ERROR iff the cut is inside an event`);
 });
 
-t.test("an event larger than maxEventBytes ends the stream with an ERROR event", async (t) => {
-  const big = ev("ADDED", IN_UID, "11", { spec: { big: "x".repeat(10_000) } });
-  for (const chunks of [[Buffer.from(ev("ADDED", IN_UID, "10") + big)], chunksOf(Buffer.from(ev("ADDED", IN_UID, "10") + big), 1000)]) {
-    const r = await run({ maxEventBytes: 4096 }, chunks);
-    t.equal(lines(r.out).length, 2, "the first event, then the ERROR");
-    t.match(get(errorLine(r.out), "object", "message"), /exceeds 4096 bytes/);
+t.test("an event larger than maxEventBytes ends the stream with an ERROR event, passed or dropped, however it is chunked", async (t) => {
+  for (const uid of [IN_UID, OUT_UID]) {
+    const big = ev("ADDED", uid, "11", { spec: { big: "x".repeat(10_000) } });
+    const body = Buffer.from(ev("ADDED", IN_UID, "10") + big);
+    for (const size of [body.length, 1000, 97]) {
+      const r = await run({ maxEventBytes: 4096 }, chunksOf(body, size));
+      const what = `${uid === IN_UID ? "in range" : "out of range"}, chunks of ${size}`;
+      t.equal(lines(r.out).length, 2, `the first event, then the ERROR (${what})`);
+      t.match(get(errorLine(r.out), "object", "message"), /exceeds 4096 bytes/, what);
+    }
   }
 });
 
