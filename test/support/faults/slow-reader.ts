@@ -176,16 +176,16 @@ export async function slowReaderScenario(t: Test, server: FaultServer, data: Slo
   const target: Target = { url: proxy.url, token: server.token, caPem: proxy.caPem };
   // A whole read first: the proxy's code is loaded and warm, so the
   // baseline is a proxy that has served this request before.
-  const whole = await readAll(target, data.path);
-  const direct = exact ? whole : await readAll(server.target, data.path);
+  const whole = await during("the warm-up read through the proxy", readAll(target, data.path));
+  const direct = exact ? whole : await during("the direct read from the server", readAll(server.target, data.path));
   const baseline = await proxy.sample();
   const since = link.connections().reduce((n, c) => n + c.down, 0);
 
   const path = what === "list" ? data.path : `${data.path}?watch=true&resourceVersion=${whole.resourceVersion}`;
   const client = new StoppedReader(proxy.port, path, server.token, proxy.caPem);
-  t.equal(await client.status, 200, `the ${what} was answered, and the client stopped reading after the headers`);
+  t.equal(await during(`the stopped reader's ${what} headers`, client.status), 200, `the ${what} was answered, and the client stopped reading after the headers`);
   let written = 0;
-  if (what === "watch") written = await data.rewriteAll();
+  if (what === "watch") written = await during("the burst of rewrites", data.rewriteAll());
   const { last, peak } = await plateau(link, proxy, client, since, baseline, 2000, 60_000);
   const sourceBytes = what === "list" ? direct.bytes : written;
   const held = last.taken - last.inFlight;
@@ -219,6 +219,19 @@ export async function slowReaderScenario(t: Test, server: FaultServer, data: Slo
     t.ok(ended === "end" && items === whole.items && body.length === whole.bytes, `once the client reads again the whole list arrives (${items} of ${whole.items} items, ${body.length} of ${whole.bytes} bytes; the connection: ${ended})`);
   }
   client.socket.destroy();
+}
+
+/**
+ * Names the step a rejection came from: a bare `read ECONNRESET` from a
+ * socket says nothing of which connection it was (one such failure, seen
+ * once, could not be placed).
+ */
+async function during<T>(step: string, p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    throw new Error(`${step}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
 }
 
 async function readBody(res: { resume(): void } & AsyncIterable<unknown>): Promise<Buffer> {
