@@ -93,7 +93,9 @@ export class LockServing {
         if (res.headersSent) return;
         const body = names === undefined ? raw : (renameBody(raw, proxyRes.headers["content-type"], names.renamed, names.name) ?? raw);
         const headers = endToEndHeaders(proxyRes);
-        headers["content-length"] = String(body.length);
+        // A HEAD's answer has no body to rename, and its length is the GET's.
+        const length = res.req.method === "HEAD" ? proxyRes.headers["content-length"] : String(body.length);
+        if (length !== undefined) headers["content-length"] = length;
         res.writeHead(proxyRes.statusCode ?? 502, headers);
         res.end(body);
       },

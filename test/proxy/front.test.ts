@@ -506,6 +506,26 @@ t.test("a leader-election lock GET is sent without its body and framing: the poo
   t.equal(unparsable, 0, "the apiserver read every request it was sent as a request");
 });
 
+t.test("a leader-election lock HEAD is answered with the apiserver's head, not a length of 0", async (t) => {
+  // A HEAD's answer has no body, and its Content-Length is the GET's: the
+  // proxy has no body to rename, so it must not stamp the empty one's length.
+  const apiserver = createServer((req, res) => {
+    req.resume();
+    res.writeHead(200, { "content-type": "application/json", "content-length": "123" });
+    res.end(req.method === "HEAD" ? undefined : "x".repeat(123));
+  });
+  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(apiserver));
+  const upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger(), lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } });
+  t.teardown(() => proxy.close());
+  const lock = "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases/demo-lock";
+  const got = await exchange(endpoint(proxy), { writes: [Buffer.from(`HEAD ${lock} HTTP/1.1\r\nHost: x\r\n\r\n`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+  const answer = parseResponses(got.received, ["HEAD"]).responses[0];
+  t.equal(answer?.status, 200, "the lock HEAD is answered");
+  t.match(got.received.toString("latin1"), /\r\ncontent-length: 123\r\n/i, "with the apiserver's Content-Length");
+});
+
 t.test("a request line that is not HTTP/1.x is answered 505, as the apiserver does; HTTP/1.0 is served", async (t) => {
   const { api, upstream, proxy } = await proxyOnDevApi(t);
   const upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\n";
