@@ -472,6 +472,18 @@ t.test("a followed log with a large GET body ends upstream when its client leave
   t.ok(await eventually(() => open === 0, 10_000), `the log's request upstream ended with its client (${open} open)`);
 });
 
+const LOCK_PATH = "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases/demo-lock";
+
+/** A proxy with `--leader-election leases/demo-lock` (identity 0) before an apiserver stand-in. */
+async function lockProxyBefore(t: Test, apiserver: Server): Promise<RunningProxy> {
+  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
+  t.teardown(() => closeServer(apiserver));
+  const upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
+  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger(), lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } });
+  t.teardown(() => proxy.close());
+  return proxy;
+}
+
 t.test("a leader-election lock GET is sent without its body and framing: the pooled connection stays in step", async (t) => {
   // An apiserver stand-in that answers each request with its own path, and counts what it cannot parse as one.
   let unparsable = 0;
@@ -484,19 +496,14 @@ t.test("a leader-election lock GET is sent without its body and framing: the poo
     unparsable++;
     socket.destroy();
   });
-  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
-  t.teardown(() => closeServer(apiserver));
-  const upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
-  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger(), lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } });
-  t.teardown(() => proxy.close());
-  const lock = "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases/demo-lock";
+  const proxy = await lockProxyBefore(t, apiserver);
   // A body naming the lock grows when renamed; chunked, it went upstream with no framing at all.
   const body = JSON.stringify({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "demo-lock", namespace: "ns-0" } });
   const json = "Content-Type: application/json\r\n";
   const framings = [`${json}Content-Length: ${body.length}\r\n\r\n${body}`, `${json}Transfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`, `${json}Expect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n${body}`];
   for (const framing of framings) {
     const what = framing.split("\r\n")[1] ?? "";
-    const first = await exchange(endpoint(proxy), { writes: [Buffer.from(`GET ${lock} HTTP/1.1\r\nHost: x\r\n${framing}`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+    const first = await exchange(endpoint(proxy), { writes: [Buffer.from(`GET ${LOCK_PATH} HTTP/1.1\r\nHost: x\r\n${framing}`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
     t.ok(parseResponses(first.received, ["GET"]).responses[0]?.complete, `the lock GET with ${what}: answered`);
     const next = await exchange(endpoint(proxy), { writes: [Buffer.from("GET /api/v1/namespaces/ns-0/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
     const answer = parseResponses(next.received, ["GET"]).responses[0];
@@ -514,13 +521,8 @@ t.test("a leader-election lock HEAD is answered with the apiserver's head, not a
     res.writeHead(200, { "content-type": "application/json", "content-length": "123" });
     res.end(req.method === "HEAD" ? undefined : "x".repeat(123));
   });
-  await new Promise<void>((r) => apiserver.listen(0, "127.0.0.1", r));
-  t.teardown(() => closeServer(apiserver));
-  const upstream = makeUpstream(`http://127.0.0.1:${(apiserver.address() as AddressInfo).port}`);
-  const proxy = await startProxy({ listen: { host: "127.0.0.1", port: 0 }, upstream, resources: parseResources("pods"), ownership: new StaticOwnership(OWNED), fallback: "filter", logger: silentLogger(), lock: { spec: parseLockSpec("leases/demo-lock"), identity: "0" } });
-  t.teardown(() => proxy.close());
-  const lock = "/apis/coordination.k8s.io/v1/namespaces/ns-0/leases/demo-lock";
-  const got = await exchange(endpoint(proxy), { writes: [Buffer.from(`HEAD ${lock} HTTP/1.1\r\nHost: x\r\n\r\n`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
+  const proxy = await lockProxyBefore(t, apiserver);
+  const got = await exchange(endpoint(proxy), { writes: [Buffer.from(`HEAD ${LOCK_PATH} HTTP/1.1\r\nHost: x\r\n\r\n`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
   const answer = parseResponses(got.received, ["HEAD"]).responses[0];
   t.equal(answer?.status, 200, "the lock HEAD is answered");
   t.match(got.received.toString("latin1"), /\r\ncontent-length: 123\r\n/i, "with the apiserver's Content-Length");
