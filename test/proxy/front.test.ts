@@ -513,19 +513,21 @@ t.test("a leader-election lock GET is sent without its body and framing: the poo
   t.equal(unparsable, 0, "the apiserver read every request it was sent as a request");
 });
 
-t.test("a leader-election lock HEAD is answered with the apiserver's head, not a length of 0", async (t) => {
-  // A HEAD's answer has no body, and its Content-Length is the GET's: the
-  // proxy has no body to rename, so it must not stamp the empty one's length.
+t.test("a leader-election lock HEAD is answered without a length it cannot know, and the connection stays in step", async (t) => {
+  // A HEAD's answer has no body, and its Content-Length would be the GET's,
+  // whose renamed body the proxy does not have: neither the empty body's
+  // length nor the apiserver's (of the unrenamed body) is right.
   const apiserver = createServer((req, res) => {
     req.resume();
     res.writeHead(200, { "content-type": "application/json", "content-length": "123" });
     res.end(req.method === "HEAD" ? undefined : "x".repeat(123));
   });
   const proxy = await lockProxyBefore(t, apiserver);
-  const got = await exchange(endpoint(proxy), { writes: [Buffer.from(`HEAD ${LOCK_PATH} HTTP/1.1\r\nHost: x\r\n\r\n`)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 1 } });
-  const answer = parseResponses(got.received, ["HEAD"]).responses[0];
-  t.equal(answer?.status, 200, "the lock HEAD is answered");
-  t.match(got.received.toString("latin1"), /\r\ncontent-length: 123\r\n/i, "with the apiserver's Content-Length");
+  const head = `HEAD ${LOCK_PATH} HTTP/1.1\r\nHost: x\r\n\r\n`;
+  const got = await exchange(endpoint(proxy), { writes: [Buffer.from(head + head)], gapMs: 0, end: { kind: "read", maxMs: 10_000, expect: 2 } });
+  const answers = parseResponses(got.received, ["HEAD", "HEAD"]).responses;
+  t.same(answers.map((a) => a.status), [200, 200], "both pipelined lock HEADs are answered, each as itself");
+  t.notMatch(got.received.toString("latin1"), /content-length/i, "with no Content-Length");
 });
 
 t.test("a request line that is not HTTP/1.x is answered 505, as the apiserver does; HTTP/1.0 is served", async (t) => {
