@@ -93,9 +93,9 @@ export class LockServing {
         if (res.headersSent) return;
         const body = names === undefined ? raw : (renameBody(raw, proxyRes.headers["content-type"], names.renamed, names.name) ?? raw);
         const headers = endToEndHeaders(proxyRes);
-        // A HEAD's answer has no body, and the length of the GET it describes
-        // is the renamed body's, which the proxy does not have: no length
-        // (the apiserver's would count the unrenamed one, the empty body's none).
+        // A HEAD's answer has no body. The GET it describes would have the
+        // renamed body's length, which the proxy never sees: the apiserver's
+        // counts the unrenamed body, and the empty body's says 0. So none.
         if (res.req.method !== "HEAD") headers["content-length"] = String(body.length);
         res.writeHead(proxyRes.statusCode ?? 502, headers);
         res.end(body);
