@@ -1,7 +1,13 @@
 /**
  * What the proxy counts: per-resource tallies (the demo, `/debug/shardcar`,
- * tests) and the Prometheus metrics, bumped once per response or stream
- * from the filters' own tallies, never per item. No decision reads these.
+ * tests) and the Prometheus metrics, taken from the filters' own tallies,
+ * never per item. No decision reads these.
+ *
+ * A response's bytes and events count while it streams, not when it ends:
+ * a watch (a watch-list's initial events included) may stay open for the
+ * pod's whole life, and a 100 MB list takes seconds. Each open stream is
+ * folded into the totals at every scrape and snapshot, and its remainder
+ * when it ends, so a scrape reads what has crossed the proxy so far.
  */
 import { recordedPoint, type ProxyFiltering } from "./filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
@@ -34,14 +40,37 @@ export interface LiveWatch {
   readonly live: WatchFilterStats;
 }
 
+/** The counts a stream adds to the totals while it is open. */
+interface Streamed {
+  bytesIn: number;
+  bytesOut: number;
+  passed: number;
+  dropped: number;
+  syntheticBookmarks: number;
+}
+
+/** A list or watch response being served: its filter's live tallies and how much of them the totals already hold. */
+export interface OpenStream {
+  readonly kind: "list" | "watch";
+  readonly resource: string;
+  readonly stats: ListFilterStats | WatchFilterStats;
+  readonly folded: Streamed;
+}
+
+function streamedOf(st: ListFilterStats | WatchFilterStats): Streamed {
+  return "passed" in st ? st : { bytesIn: st.bytesIn, bytesOut: st.bytesOut, passed: 0, dropped: 0, syntheticBookmarks: 0 };
+}
+
 export class Accounting {
   readonly metrics: ProxyMetrics;
   readonly #stats = new Map<string, ResourceStats>();
   readonly #recent = new Map<string, RecentKeys>();
+  readonly #open = new Set<OpenStream>();
 
-  /** `live`: the watches being served now (their tallies are folded in until they end). */
+  /** `live`: the watches being served now (for the open-watches gauge). */
   constructor(metrics: ProxyMetrics, live: () => Iterable<LiveWatch>) {
     this.metrics = metrics;
+    metrics.beforeScrape(() => this.#foldOpen());
     // Open watches are read off the served watches at scrape time, never
     // counted up and down.
     metrics.openWatchesFrom(() => {
@@ -49,25 +78,69 @@ export class Accounting {
       for (const w of live()) n.set(w.resource, (n.get(w.resource) ?? 0) + 1);
       return n;
     });
-    this.#live = live;
   }
 
-  readonly #live: () => Iterable<LiveWatch>;
-
-  /** Per-resource tallies since start, including watches still open. A snapshot. */
+  /** Per-resource tallies since start, including what open lists and watches have streamed so far. A snapshot. */
   snapshot(): ReadonlyMap<string, Readonly<ResourceStats>> {
+    this.#foldOpen();
     const out = new Map<string, ResourceStats>();
     for (const [id, s] of this.#stats) out.set(id, { ...s });
-    for (const w of this.#live()) {
-      const s = out.get(w.resource);
-      if (s === undefined) continue;
-      s.upstreamBytes += w.live.bytesIn;
-      s.clientBytes += w.live.bytesOut;
-      s.eventsPassed += w.live.passed;
-      s.eventsDropped += w.live.dropped;
-      s.syntheticBookmarks += w.live.syntheticBookmarks;
-    }
     return out;
+  }
+
+  /** A list or watch response starts streaming through `stats` (its filter's, updated in place). */
+  streamStarted(kind: "list" | "watch", id: string, stats: ListFilterStats | WatchFilterStats): OpenStream {
+    this.#for(id);
+    const open: OpenStream = { kind, resource: id, stats, folded: { bytesIn: 0, bytesOut: 0, passed: 0, dropped: 0, syntheticBookmarks: 0 } };
+    this.#open.add(open);
+    return open;
+  }
+
+  #foldOpen(): void {
+    for (const o of this.#open) this.#fold(o);
+  }
+
+  /**
+   * Adds what `o` streamed since it was last folded. Only growth is added:
+   * the counters are monotonic, and a JSON watch line that turns out
+   * unparsable takes its events back from the filter's tallies (the stream
+   * then ends with an ERROR), so those few may stay counted.
+   */
+  #fold(o: OpenStream): void {
+    const now = streamedOf(o.stats);
+    const f = o.folded;
+    const d = (k: keyof Streamed): number => {
+      const delta = now[k] - f[k];
+      if (delta <= 0) return 0;
+      f[k] = now[k];
+      return delta;
+    };
+    const bytesIn = d("bytesIn");
+    const bytesOut = d("bytesOut");
+    const passed = d("passed");
+    const dropped = d("dropped");
+    const bookmarks = d("syntheticBookmarks");
+    if (bytesIn + bytesOut + passed + dropped + bookmarks === 0) return;
+    const s = this.#for(o.resource);
+    const m = this.metrics;
+    const labels = { resource: o.resource, class: o.kind };
+    s.upstreamBytes += bytesIn;
+    s.clientBytes += bytesOut;
+    if (bytesIn > 0) m.upstreamBytes.inc(labels, bytesIn);
+    if (bytesOut > 0) m.clientBytes.inc(labels, bytesOut);
+    if (o.kind === "list") return;
+    s.eventsPassed += passed;
+    s.eventsDropped += dropped;
+    s.syntheticBookmarks += bookmarks;
+    if (passed > 0) m.watchEvents.inc({ resource: o.resource, outcome: "passed" }, passed);
+    if (dropped > 0) m.watchEvents.inc({ resource: o.resource, outcome: "dropped" }, dropped);
+    if (bookmarks > 0) m.syntheticBookmarks.inc({ resource: o.resource }, bookmarks);
+  }
+
+  /** The stream's last counts are added and it leaves the open set. */
+  #close(o: OpenStream): void {
+    this.#fold(o);
+    this.#open.delete(o);
   }
 
   /**
@@ -120,13 +193,11 @@ export class Accounting {
   }
 
   /** `proxyFilters`: the server was given nothing to filter by (owner key, shardselector mode): the verdict is the proxy's. */
-  listDone(id: string, f: ListFilterStats, failed: boolean, proxyFilters: boolean): void {
+  listDone(open: OpenStream, f: ListFilterStats, failed: boolean, proxyFilters: boolean): void {
+    this.#close(open);
+    const id = open.resource;
     const m = this.metrics;
     const s = this.#for(id);
-    s.upstreamBytes += f.bytesIn;
-    s.clientBytes += f.bytesOut;
-    m.upstreamBytes.inc({ resource: id, class: "list" }, f.bytesIn);
-    m.clientBytes.inc({ resource: id, class: "list" }, f.bytesOut);
     if (failed) {
       s.errors++;
       m.streamErrors.inc({ resource: id, class: "list" });
@@ -141,19 +212,11 @@ export class Accounting {
     m.serverFiltered.inc({ resource: id, verdict });
   }
 
-  watchDone(id: string, f: WatchFilterStats): void {
+  watchDone(open: OpenStream, f: WatchFilterStats): void {
+    this.#close(open);
+    const id = open.resource;
     const m = this.metrics;
     const s = this.#for(id);
-    s.upstreamBytes += f.bytesIn;
-    s.clientBytes += f.bytesOut;
-    s.eventsPassed += f.passed;
-    s.eventsDropped += f.dropped;
-    s.syntheticBookmarks += f.syntheticBookmarks;
-    m.upstreamBytes.inc({ resource: id, class: "watch" }, f.bytesIn);
-    m.clientBytes.inc({ resource: id, class: "watch" }, f.bytesOut);
-    m.watchEvents.inc({ resource: id, outcome: "passed" }, f.passed);
-    m.watchEvents.inc({ resource: id, outcome: "dropped" }, f.dropped);
-    m.syntheticBookmarks.inc({ resource: id }, f.syntheticBookmarks);
     if (f.errors > 0) {
       s.errors += f.errors;
       m.streamErrors.inc({ resource: id, class: "watch" }, f.errors);

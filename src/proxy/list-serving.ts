@@ -59,6 +59,8 @@ export interface ListServing {
   readonly sink: ListTapSink | undefined;
   /** fallback=fail refused the body (503). */
   readonly onRefused: () => void;
+  /** The filter exists: `stats` is what it counts, updated in place while the body streams. Called before any byte moves. */
+  readonly onStart: (stats: ListFilterStats) => void;
   /** The response ended: whole (`err` undefined) or cut. */
   readonly onDone: (err: Error | undefined, stats: ListFilterStats) => void;
 }
@@ -72,6 +74,7 @@ export function serveList(o: ListServing): void {
     ...(o.maxItemBytes === undefined ? {} : { maxItemBytes: o.maxItemBytes }),
   };
   const filter: Transform & { readonly stats: ListFilterStats } = o.encoding === "json" ? createJsonListFilter(filterOpts) : createProtoListFilter(filterOpts);
+  o.onStart(filter.stats);
   if (o.sink !== undefined) {
     // What the controller receives, not what upstream sent: the index is of
     // delivered objects (fast path included).

@@ -1,7 +1,8 @@
 /**
- * The proxy's Prometheus metrics. Counters are bumped once per response or
- * stream from the filter's own tallies, never per item, so label lookups stay
- * out of the hot loop.
+ * The proxy's Prometheus metrics. Counters are bumped from the filters' own
+ * tallies, never per item, so label lookups stay out of the hot loop: once
+ * per response, and for what open lists and watches stream (bytes, events),
+ * at every scrape (see `beforeScrape`).
  */
 import { Counter, Gauge, Registry } from "../prom.ts";
 
@@ -35,18 +36,22 @@ export class ProxyMetrics {
   readonly ownedRatio: Gauge;
   readonly generation: Gauge;
   #openWatches: (() => ReadonlyMap<string, number>) | undefined;
+  #beforeScrape: (() => void) | undefined;
 
   constructor(registry = new Registry()) {
     this.registry = registry;
     const r = [registry];
     const counter = <L extends string>(name: string, labelNames: readonly L[], help: string): Counter<L> => new Counter({ name, help, labelNames, registers: r });
+    // What a stream counts while it is open is added when a scrape reads
+    // any of these, whichever prom-client serialises first.
+    const streamed = <L extends string>(name: string, labelNames: readonly L[], help: string): Counter<L> => new Counter({ name, help, labelNames, registers: r, collect: () => this.#beforeScrape?.() });
     this.requests = counter("shardcar_proxy_requests_total", ["class", "resource"], "Requests by class (list, watch, passthrough) and sharded resource.");
     this.serverFiltered = counter("shardcar_proxy_server_filtered_total", ["resource", "verdict"], "Sharded lists by whether the apiserver filtered: confirmed (shardInfo matched), inferred (nothing out of range seen), no (the server ignored the selector; the proxy filtered), proxy (owner key in shardselector mode: no selector the server can apply, the proxy filtered by design).");
     this.items = counter("shardcar_proxy_list_items_total", ["resource", "outcome"], "List items seen, by outcome (kept, dropped).");
-    this.watchEvents = counter("shardcar_proxy_watch_events_total", ["resource", "outcome"], "Watch events seen, by outcome (passed, dropped).");
-    this.upstreamBytes = counter("shardcar_proxy_upstream_bytes_total", ["resource", "class"], "Response bytes received from the apiserver.");
-    this.clientBytes = counter("shardcar_proxy_client_bytes_total", ["resource", "class"], "Response bytes delivered to the controller.");
-    this.syntheticBookmarks = counter("shardcar_proxy_synthetic_bookmarks_total", ["resource"], "BOOKMARK events synthesised for dropped watch events.");
+    this.watchEvents = streamed("shardcar_proxy_watch_events_total", ["resource", "outcome"], "Watch events seen, by outcome (passed, dropped).");
+    this.upstreamBytes = streamed("shardcar_proxy_upstream_bytes_total", ["resource", "class"], "Response bytes received from the apiserver.");
+    this.clientBytes = streamed("shardcar_proxy_client_bytes_total", ["resource", "class"], "Response bytes delivered to the controller.");
+    this.syntheticBookmarks = streamed("shardcar_proxy_synthetic_bookmarks_total", ["resource"], "BOOKMARK events synthesised for dropped watch events.");
     this.forcedRelists = counter("shardcar_proxy_forced_relists_total", ["resource"], "Watches ended with 410 Expired because the owned ranges changed.");
     this.narrowedWatches = counter("shardcar_proxy_narrowed_watches_total", ["resource"], "Watches narrowed in place when the owned ranges shrank (synthetic DELETEDs instead of a forced relist).");
     this.syntheticDeletes = counter("shardcar_proxy_synthetic_deletes_total", ["resource"], "DELETED events synthesised for delivered objects that left the owned ranges.");
@@ -71,6 +76,11 @@ export class ProxyMetrics {
     });
     this.ownedRatio = new Gauge({ name: "shardcar_proxy_owned_keyspace_ratio", help: "Share of the 64-bit keyspace this replica currently owns.", registers: r });
     this.generation = new Gauge({ name: "shardcar_proxy_generation", help: "Range-table generation currently enforced (0 for static shards).", registers: r });
+  }
+
+  /** Runs before a scrape reads the streamed counters: folds in what open lists and watches have counted so far. */
+  beforeScrape(fold: () => void): void {
+    this.#beforeScrape = fold;
   }
 
   /** Where `shardcar_proxy_active_watches` reads the open watches per resource from. */

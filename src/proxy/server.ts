@@ -22,7 +22,7 @@ import type { Logger } from "../log.ts";
 import { ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
-import { Accounting, type LiveWatch, type ResourceStats } from "./accounting.ts";
+import { Accounting, type LiveWatch, type OpenStream, type ResourceStats } from "./accounting.ts";
 import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./classify.ts";
 import { DeliveredIndex, ListSink, WatchSink } from "./delivered.ts";
 import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
@@ -528,6 +528,7 @@ export class ShardProxy {
     // points); with synthetic deletes the index learns what was delivered.
     const sink = this.#opts.syntheticDeletes === true ? new ListSink(this.#index, ex.lineage, sent.query.get("continue") ?? undefined) : this.#opts.ownership.markApplied !== undefined ? new RvSink() : undefined;
     ex.listing = true;
+    let open: OpenStream | undefined;
     serveList({
       resource: ex.resource,
       encoding,
@@ -543,8 +544,11 @@ export class ShardProxy {
       failBufferBytes: this.#opts.failBufferBytes,
       sink,
       onRefused: () => this.#accounting.fallbackRefused(ex.resource),
+      onStart: (stats) => {
+        open = this.#accounting.streamStarted("list", ex.resource, stats);
+      },
       onDone: (err, stats) => {
-        this.#accounting.listDone(ex.resource, stats, err !== undefined, sent.proxyFilters);
+        if (open !== undefined) this.#accounting.listDone(open, stats, err !== undefined, sent.proxyFilters);
         if (err !== undefined) this.#opts.logger.warn({ resource: ex.resource, err: err.message }, "list response ended with an error; aborting the client's response");
         // The index first: a step this triggers may narrow, and asks whether the index is complete.
         else sink?.finish();
@@ -568,6 +572,7 @@ export class ShardProxy {
     const sent = ex?.sent;
     if (ex === undefined || a === undefined || sent === undefined) return;
     ex.answered = undefined;
+    let open: OpenStream | undefined;
     ex.watch = serveWatch({
       resource: ex.resource,
       encoding: a.encoding,
@@ -584,8 +589,11 @@ export class ShardProxy {
       unsafeSkipWatchFilter: this.#opts.unsafeSkipWatchFilter === true,
       sink: a.sink,
       onInitialEventsEnd: () => this.#shell.dispatch({ type: "initial-events-end", rid }),
+      onStart: (stats) => {
+        open = this.#accounting.streamStarted("watch", ex.resource, stats);
+      },
       onEnd: (end) => {
-        this.#accounting.watchDone(ex.resource, end.stats);
+        if (open !== undefined) this.#accounting.watchDone(open, end.stats);
         this.#exchanges.delete(rid);
         this.#shell.dispatch({ type: "watch-ended", rid, rv: end.rv, byProxy: end.byProxy });
       },

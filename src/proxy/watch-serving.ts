@@ -68,6 +68,8 @@ export interface WatchServing {
   /** The delivery tap's sink (synthetic deletes on); made before the ledger records the watch open. */
   readonly sink: WatchSink | undefined;
   readonly onInitialEventsEnd: () => void;
+  /** The filter exists: `stats` is what it counts, updated in place while the stream runs. Called before any byte moves. */
+  readonly onStart: (stats: WatchFilterStats) => void;
   readonly onEnd: (end: WatchEnd) => void;
 }
 
@@ -100,6 +102,7 @@ export function serveWatch(o: WatchServing): ServedWatch {
     o.encoding === "json"
       ? createJsonWatchFilter({ ...filterOpts, ...(o.maxItemBytes === undefined ? {} : { maxEventBytes: o.maxItemBytes }) })
       : createProtoWatchFilter({ ...filterOpts, ...(o.maxItemBytes === undefined ? {} : { maxFrameBytes: o.maxItemBytes }) });
+  o.onStart(filter.stats);
   let finished = false;
   let endedByUs = false;
   const clientRv = (): string | undefined => sink?.rv ?? (isResumingWatch(q) ? (rv ?? undefined) : undefined);

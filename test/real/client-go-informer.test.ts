@@ -66,6 +66,13 @@ for (const c of cases) {
       // initial state comes as watch events, not as a LIST.
       t.equal(stats?.lists, 0, "watch-list: the informer never LISTed");
       t.ok((stats?.watches ?? 0) >= 1, "it opened a watch with initial events");
+      // Its watch is still open: the metrics must already count what it streamed.
+      const watchSample = async (m: typeof lane.proxy.metrics.upstreamBytes): Promise<number> => (await m.get()).values.find((v) => v.labels["class"] === "watch" && v.labels["resource"] === "pods")?.value ?? 0;
+      const active = (await lane.proxy.metrics.activeWatches.get()).values.reduce((n, v) => n + v.value, 0);
+      t.ok(active >= 1, "the informer's watch is still open");
+      const upstream = await watchSample(lane.proxy.metrics.upstreamBytes);
+      const toClient = await watchSample(lane.proxy.metrics.clientBytes);
+      t.ok(toClient > 0 && upstream >= toClient, `shardcar_proxy_upstream_bytes_total and client_bytes_total count the open watch-list (${upstream} and ${toClient} bytes)`);
     }
     if (env.gate === "off") t.ok((stats?.itemsDropped ?? 0) + (stats?.eventsDropped ?? 0) > 0, "gate off: the proxy dropped what is outside the shard");
   });
