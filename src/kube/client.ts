@@ -162,6 +162,31 @@ export function directConnection(o: DirectConnectionOptions): Connection {
   };
 }
 
+const keepAliveTwins = new WeakMap<http.Agent, http.Agent>();
+
+/**
+ * client-node's agent for the cluster, with keep-alive. client-node makes a
+ * plain `new https.Agent(options)` (or `http.Agent` for a loopback devapi),
+ * and since Node 19 only the global agent keeps connections alive by
+ * default: every call would open a new connection, a TLS handshake per
+ * labeller PATCH, Lease renewal or status write. The twin has the same
+ * options (CA, client certificate, server name, verification) and is made
+ * once per client-node agent, which client-node itself caches per cluster.
+ * A proxy agent (`proxy-url`) is another class and is used as it is.
+ */
+function keepingAlive(agent: http.Agent): http.Agent {
+  const ctor = agent.constructor;
+  if (ctor !== https.Agent && ctor !== nodeHttp.Agent) return agent;
+  const options = (agent as http.Agent & { options?: https.AgentOptions }).options ?? {};
+  if (options.keepAlive === true) return agent;
+  let twin = keepAliveTwins.get(agent);
+  if (twin === undefined) {
+    twin = ctor === https.Agent ? new https.Agent({ ...options, keepAlive: true }) : new nodeHttp.Agent({ ...options, keepAlive: true });
+    keepAliveTwins.set(agent, twin);
+  }
+  return twin;
+}
+
 /**
  * A connection with a client-node KubeConfig's trust and credentials (every
  * auth method it supports), for callers that already load client-node: the
@@ -180,7 +205,7 @@ export function kubeConfigConnection(kc: KubeConfig): Connection {
       const h: unknown = o.headers;
       if (typeof h === "object" && h !== null) for (const [k, v] of Object.entries(h)) if (typeof v === "string") headers[k.toLowerCase()] = v;
       if (typeof o.auth === "string") headers["authorization"] = `Basic ${Buffer.from(o.auth).toString("base64")}`;
-      return { agent: o.agent instanceof nodeHttp.Agent ? o.agent : undefined, headers };
+      return { agent: o.agent instanceof nodeHttp.Agent ? keepingAlive(o.agent) : undefined, headers };
     },
     unauthorized() {},
   };

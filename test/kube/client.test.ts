@@ -303,3 +303,36 @@ t.test("watch: events in order across chunk boundaries, a 410 answer, a broken l
   aborted.abort();
   t.equal(await aborted.done, undefined, "abort ends it");
 });
+
+t.test("a connection from a client-node KubeConfig keeps its connections alive, over HTTPS as over loopback HTTP", async (t) => {
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const { createServer: createHttpsServer } = await import("node:https");
+  const now = new Date();
+  const ca = await createLocalCa("keep-alive-test", now, 3600_000);
+  const leaf = await ca.issue({ commonName: "127.0.0.1", names: ["127.0.0.1"], now, validityMs: 3600_000 });
+  for (const scheme of ["https", "http"] as const) {
+    let connections = 0;
+    const handler = (_req: IncomingMessage, res: ServerResponse): void => {
+      res.setHeader("content-type", "application/json");
+      res.end("{}");
+    };
+    const server = scheme === "https" ? createHttpsServer({ cert: leaf.cert, key: leaf.key }, handler) : createServer(handler);
+    server.on("connection", () => connections++);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+    server.keepAliveTimeout = 30_000;
+    const url = `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: "c", server: url, ...(scheme === "https" ? { caData: Buffer.from(ca.certPem).toString("base64") } : { skipTLSVerify: true }) }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "x", cluster: "c", user: "u" }],
+      currentContext: "x",
+    });
+    const { kubeConfigConnection } = await import("../../src/kube/client.ts");
+    const api = new ApiClient(kubeConfigConnection(kc));
+    for (let i = 0; i < 5; i++) await api.request("GET", "/api/v1/namespaces/ns/configmaps/x", { timeoutMs: 5_000 });
+    t.equal(connections, 1, `${scheme}: five sequential calls share one connection (no handshake per call)`);
+    server.closeAllConnections();
+  }
+});
