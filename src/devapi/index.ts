@@ -69,7 +69,7 @@ import type { GateMode, ResourceDef } from "./types.ts";
 
 export type { GateMode, GroupVersionResource, KubeObject, ObjectMeta, ResourceDef, ResourceRef, TableColumn } from "./types.ts";
 export { GATE_MODES, isGateMode } from "./types.ts";
-export type { DevStore, DevWatchEvent } from "./store.ts";
+export type { DevStore, DevWatchEvent, ObjectIdentity } from "./store.ts";
 export type { AdmissionOperation, MutatingWebhook } from "./admission.ts";
 export type { DevApiStats, RequestRecord } from "./server.ts";
 export type { DevAuth, DevUser } from "./reviews.ts";

@@ -315,6 +315,8 @@ export interface DevStore {
   list(resource: ResourceRef, opts?: { namespace?: string; labelSelector?: string }): KubeObject[];
   /** Number of objects of a resource (cheap; no copies). */
   count(resource: ResourceRef): number;
+  /** Who every object of a resource is, and its labels, in key order (cheap: no copies; for samplers that read often). */
+  identities(resource: ResourceRef): ObjectIdentity[];
   /**
    * Calls `listener` synchronously for every later write (and first for the
    * history after `resourceVersion`, when given). Returns the unsubscribe
@@ -328,6 +330,14 @@ export interface DevStore {
    * relist. Returns the resourceVersion compacted at.
    */
   compact(): string;
+}
+
+/** An object's identity and labels, as {@link DevStore.identities} reads them. */
+export interface ObjectIdentity {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly labels: Readonly<Record<string, string>>;
 }
 
 export interface StoreOptions {
@@ -671,6 +681,12 @@ export class MemoryStore implements DevStore {
 
   count(resource: ResourceRef): number {
     return this.resolve(resource).objects.size;
+  }
+
+  identities(resource: ResourceRef): ObjectIdentity[] {
+    return this.resolve(resource)
+      .itemsAt(undefined, undefined, undefined)
+      .map((o) => ({ namespace: o.namespace, name: o.name, uid: o.uid, labels: o.labels }));
   }
 
   compact(): string {

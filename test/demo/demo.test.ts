@@ -1,6 +1,8 @@
 /**
- * The demo as CI runs it (`shardcar demo --quick`): ring mode, five scenes,
- * exit 0 only if every invariant held; and its HTML report, opened in
+ * The demo as CI runs it (`shardcar demo --quick`): ring mode, six scenes
+ * (the last two in labels mode with the gate off, as on a managed cluster,
+ * and a scale-out while an unmodified controller creates children), exit 0
+ * only if every invariant held; and its HTML report, opened in
  * headless Chromium, really draws its charts: the DOM Chromium produced must
  * contain the SVG charts with their lines laid out (the report's inline
  * script stamps each chart's rendered box and each line's rendered length),
@@ -38,8 +40,8 @@ t.test("shardcar demo --quick runs every scene in ring mode, holds every invaria
   // machine fails under load whatever the build (tap's timeout guards a hang).
   t.comment(`finished in ${secs.toFixed(1)} s`);
   const scenes = r.out.split(/^== /m).slice(1);
-  t.equal(scenes.length, 5, "five scenes");
-  const [start, scale, kill, off, on] = scenes;
+  t.equal(scenes.length, 6, "six scenes");
+  const [start, scale, kill, off, labels, families] = scenes;
   for (const s of scenes) t.match(s, /^coverage holds: every one of \d+ pods is cached by exactly one replica/m, `${s.split("\n")[0] ?? ""}: coverage in plain words`);
   for (const s of scenes) t.match(s, /^bytes this scene: controllers received .*, unsharded they would have received .* \(saved/m, "bytes saved against the unsharded twins");
   t.equal(rowsOf(start).length, 3, "scene 1: three replicas");
@@ -48,12 +50,26 @@ t.test("shardcar demo --quick runs every scene in ring mode, holds every invaria
   t.notOk(rowsOf(kill).some((row) => row.startsWith("replica-1 ")), "the killed replica is gone");
   t.ok(rowsOf(start).every((row) => row.endsWith("server (shardInfo)")), "gate on: the server filtered");
   t.ok(rowsOf(off).every((row) => row.endsWith("proxy (fallback)")), "gate off: every proxy fell back to filtering");
-  t.ok(rowsOf(on).every((row) => row.endsWith("server (shardInfo)")), "gate on again: the server filters again");
+  t.match(off, /the apiserver sent ([\d.]+ \w+) instead of \1 \(saved 0\.0%\)/, "gate off: the apiserver sent every proxy every byte");
+  // Labels mode, the gate still off: the apiserver filters by the slot label.
+  t.match(labels ?? "", /^scene 5: labels mode, the gate still off/, "scene 5 is labels mode");
+  t.match(labels, /labelled (\d+) of \1 pods with shard\.shardcar\.io\/controller=<slot> .*Labelled=True/, "the manager labelled every pod before the rollout");
+  t.equal(rowsOf(labels).length, 3, "scene 5: three replicas");
+  t.ok(rowsOf(labels).every((row) => row.endsWith("server (slot label)")), "labels mode: the server filtered every replica's lists");
+  const shares = [...(labels ?? "").matchAll(/replica-\d+ [\d.]+ \w+ of [\d.]+ \w+ \(([\d.]+)%; its keyspace ([\d.]+)%\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+  t.equal(shares.length, 3, "each proxy's bytes from the apiserver are set against its unsharded twin's");
+  t.ok(shares.every(([got = 100, share = 0]) => got <= share * 1.25 + 2), `gate off, labels mode: each proxy got about its keyspace share of the apiserver's bytes (${JSON.stringify(shares)})`);
+  t.match(labels, /the apiserver sent [\d.]+ \w+ instead of [\d.]+ \w+ \(saved [5-9]\d\.\d%\)/, "labels mode saves the apiserver's egress with the gate off");
+  // A scale-out while Deployments are created: one ReplicaSet each, co-located.
+  t.equal(rowsOf(families).length, 4, "scene 6: four replicas");
+  t.match(families, /(\d+) Deployments, each with exactly one ReplicaSet \(created by replica-\d+ \d+/, "no parent got a second child");
+  t.match(families, /parents and children share a shard in every replica's cache/);
+  t.match(families, /^exclusive handoff: /m, "the exclusive handoff's gap is reported");
   t.match(scale, /no pod was uncached at any \d+ ms sample during the handoff/, "scaling out left no gap");
   t.match(kill, /the gap lasted about [\d.]+ s/, "the kill's gap is measured");
-  t.match(on, /OK: the sum equals the total; nothing missing, nothing duplicated\./, "the operator's audit agrees");
-  t.match(on, /canaries: OK, every range's owner delivered its canary/);
-  t.match(r.out, /^every invariant held: (\d+) of \1 across 5 scenes/m);
+  t.match(families, /OK: the sum equals the total; nothing missing, nothing duplicated\./, "the operator's audit agrees");
+  t.match(families, /canaries: OK, every range's owner delivered its canary/);
+  t.match(r.out, /^every invariant held: (\d+) of \1 across 6 scenes/m);
   t.match(r.out, `report: ${report}`);
   t.ok(existsSync(report), "the report exists");
 });
@@ -70,7 +86,7 @@ t.test("the report's charts render in headless Chromium", { skip: CHROMIUM === u
   const dom = await chromium(["--dump-dom", pathToFileURL(report).href]);
   t.equal(dom.code, 0, "chromium --dump-dom exits 0");
   const charts = [...dom.stdout.matchAll(/<svg class="chart" id="([a-z]+)"[^>]*data-rendered="(\d+)x(\d+)"[^>]*>([\s\S]*?)<\/svg>/g)];
-  t.same(charts.map((c) => c[1]).sort(), ["bytes", "coverage", "objects"], "three charts, each laid out by Chromium (data-rendered is set by the page's script at render time)");
+  t.same(charts.map((c) => c[1]).sort(), ["bytes", "coverage", "objects", "upstream"], "four charts, each laid out by Chromium (data-rendered is set by the page's script at render time)");
   for (const c of charts) {
     const [, id, w, h, body] = c;
     t.ok(Number(w) > 400 && Number(h) > 150, `${id ?? "?"}: rendered box ${w ?? "?"}x${h ?? "?"}`);

@@ -13,7 +13,7 @@ import { startDevApi, type GateMode, type KubeObject } from "../../src/devapi/in
 import { silentLogger } from "../../src/log.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { runColocation, type ColocationLane, type ColocationMode, type ColocationResult, type ColocationSizes } from "../support/colocation.ts";
-import { CONFIGMAPS, type ResourceRef } from "../support/kube-resources.ts";
+import { CONFIGMAPS, type ResourceRef } from "../../src/demo/kube-resources.ts";
 import { startLabelSlotPieces } from "../support/label-slot-manager.ts";
 import { kubeConfig } from "../ring/harness.ts";
 

@@ -16,7 +16,7 @@ import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { eventually } from "../support/cluster.ts";
-import { CONFIGMAPS, controllerRef, resourceClient, type ResourceRef } from "../support/kube-resources.ts";
+import { CONFIGMAPS, controllerRef, resourceClient, type ResourceRef } from "../../src/demo/kube-resources.ts";
 import { uuid } from "../support/proto/pods.ts";
 import { rng } from "../support/rng.ts";
 

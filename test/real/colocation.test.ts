@@ -21,7 +21,7 @@ import { load } from "js-yaml";
 import { kubeConfigFor } from "../../src/demo/replica.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { assertColocated, assertDuplicated, runColocation, type ColocationLane, type ColocationMode } from "../support/colocation.ts";
-import type { ResourceRef } from "../support/kube-resources.ts";
+import type { ResourceRef } from "../../src/demo/kube-resources.ts";
 import { startLabelSlotPieces } from "../support/label-slot-manager.ts";
 import { ensure, installCrd } from "./support/dataset.ts";
 import { startRealProxy } from "./support/proxies.ts";

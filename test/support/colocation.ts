@@ -2,7 +2,7 @@
  * The co-location run of issue 13 §3, the same against devapi
  * (test/e2e/colocation*.test.ts) and the real server (test/real/
  * colocation.test.ts): replicas of an unmodified parent/child controller
- * (parent-child-controller.ts), each behind its own shardcar proxy in ring
+ * (src/demo/parent-child-controller.ts), each behind its own shardcar proxy in ring
  * mode, a coordinator, and an unsharded observer (family-observer.ts) that
  * records every parent and child the whole time. The run starts from whole
  * families (each parent with the one child an unsharded controller would
@@ -36,8 +36,8 @@ import { slotsToRanges } from "../../src/shard/table.ts";
 import { silentLogger } from "../../src/log.ts";
 import { FamilyObserver, type Duplicate } from "./family-observer.ts";
 import { inParallel } from "./http.ts";
-import { apiVersionOf, controllerRef, ident, resourceClient, resourceEntry, type ResourceClient, type ResourceRef } from "./kube-resources.ts";
-import { ParentChildController, type CreatedChild } from "./parent-child-controller.ts";
+import { apiVersionOf, controllerRef, ident, resourceClient, resourceEntry, type ResourceClient, type ResourceRef } from "../../src/demo/kube-resources.ts";
+import { CREATED_BY, ParentChildController, type CreatedChild } from "../../src/demo/parent-child-controller.ts";
 import { uuid } from "./proto/pods.ts";
 import { rng } from "./rng.ts";
 import { clusterClock, until } from "./wait.ts";
@@ -384,7 +384,7 @@ function familyChild(child: ResourceRef, parentRef: ResourceRef, parent: Kuberne
       ...meta,
       namespace: parent.metadata?.namespace ?? "",
       ownerReferences: [{ apiVersion: apiVersionOf(parentRef), kind: parentRef.kind, name: parent.metadata?.name ?? "", uid: parent.metadata?.uid ?? "", controller: true, blockOwnerDeletion: true }],
-      annotations: { "test.shardcar.io/created-by": "seed" },
+      annotations: { [CREATED_BY]: "seed" },
     },
   };
 }

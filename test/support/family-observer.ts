@@ -21,7 +21,8 @@
  * parent already gone is deleted when it appears.
  */
 import { makeInformer, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
-import { controllerRef, resourceClient, type ResourceClient, type ResourceRef } from "./kube-resources.ts";
+import { controllerRef, resourceClient, type ResourceClient, type ResourceRef } from "../../src/demo/kube-resources.ts";
+import { CREATED_BY } from "../../src/demo/parent-child-controller.ts";
 
 interface Seen {
   /** `ns/name` */
@@ -145,7 +146,7 @@ export class FamilyObserver {
     if (this.#children.has(uid)) return;
     const ownerUid = controllerRef(c)?.uid;
     const key = `${c.metadata?.namespace ?? ""}/${c.metadata?.name ?? ""}`;
-    this.#children.set(uid, { key, createdRv: rv(c), ownerUid, createdBy: c.metadata?.annotations?.["test.shardcar.io/created-by"] ?? "" });
+    this.#children.set(uid, { key, createdRv: rv(c), ownerUid, createdBy: c.metadata?.annotations?.[CREATED_BY] ?? "" });
     const owner = ownerUid === undefined ? undefined : this.#parents.get(ownerUid);
     if (this.#gc && owner?.deletedRv !== undefined) this.#collect(key);
   }

@@ -12,14 +12,19 @@
  * no expectations, no deterministic child names. Whatever its informers
  * show is what it acts on, so a cache that holds a parent without the
  * children it already has makes it create another: exactly the failure the
- * co-location tests look for (test/support/colocation.ts).
+ * co-location tests look for (test/support/colocation.ts), and what the
+ * demo's last scene shows does not happen when children are keyed by
+ * `owner`.
  */
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
 import { apiVersionOf, controllerRef, ident, resourceClient, type ResourceClient, type ResourceRef } from "./kube-resources.ts";
 import { WorkQueue } from "./work-queue.ts";
 
+/** The annotation each created child carries: which replica created it (for diagnosis only; the controller never reads it back). */
+export const CREATED_BY = "demo.shardcar.io/created-by";
+
 export interface ParentChildControllerOptions {
-  /** The replica's name, written into each child it creates (for the test's diagnosis only; the controller never reads it back). */
+  /** The replica's name, written into each child it creates ({@link CREATED_BY}). */
   readonly identity: string;
   /** Where the controller's requests go: its shardcar proxy, or the apiserver itself. */
   readonly kubeConfig: KubeConfig;
@@ -185,8 +190,7 @@ export class ParentChildController {
         generateName: `${name}-`,
         namespace,
         ownerReferences: [{ apiVersion: apiVersionOf(this.#o.parent), kind: this.#o.parent.kind, name, uid, controller: true, blockOwnerDeletion: true }],
-        // For the test's diagnosis only; the controller never reads it back.
-        annotations: { "test.shardcar.io/created-by": this.identity },
+        annotations: { [CREATED_BY]: this.identity },
       },
     });
     this.created.push({ parent: key, parentUid: uid, child: ident(child), createdRv: child.metadata?.resourceVersion ?? "", trigger });

@@ -3,7 +3,8 @@
  * once however often it is added, is never handed to two workers at once,
  * and a key added while a worker holds it is handed out again once that
  * worker is done (so the latest state is always reconciled). Failed keys come
- * back after a doubling delay. For the test controllers in test/support/.
+ * back after a doubling delay. For the demo's controller and the test
+ * controllers.
  */
 export class WorkQueue {
   readonly #queue: string[] = [];

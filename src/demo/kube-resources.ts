@@ -1,10 +1,11 @@
 /**
- * One namespaced resource, custom or ConfigMaps, as the test controllers and
- * their observers reach it through `@kubernetes/client-node`: the informer's
- * watch path, its cluster-wide LIST, and the writes a controller (or the test
- * playing the garbage collector) makes. Custom resources go through
- * CustomObjectsApi; the core group through CoreV1Api, which knows ConfigMaps
- * only here (the children these tests need).
+ * One namespaced resource, of a named group (custom resources, apps/v1) or
+ * ConfigMaps, as the demo's and the tests' controllers and observers reach it
+ * through `@kubernetes/client-node`: the informer's watch path, its
+ * cluster-wide LIST, and the writes a controller (or a test playing the
+ * garbage collector) makes. Named groups go through CustomObjectsApi, whose
+ * paths are `/apis/<group>/<version>/…` for any group; the core group through
+ * CoreV1Api, which knows ConfigMaps only here (the children these need).
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesListObject, type KubernetesObject } from "@kubernetes/client-node";
 
