@@ -115,8 +115,7 @@ const SAMPLE_MS = 250;
 
 interface Incarnation {
   readonly replica: Replica;
-  /** Undefined while paused (see {@link DemoReplica.pauseTwin}). */
-  readonly twin: Replica | undefined;
+  readonly twin: Replica;
   /** The Deployment/ReplicaSet controller behind the same proxy, once the controllers run in labels mode. */
   readonly family?: ParentChildController;
   /** How its proxy asks the apiserver to filter. */
@@ -146,7 +145,7 @@ class DemoReplica {
   /** Cumulative bytes over every incarnation. */
   bytes(): { client: number; upstream: number; twinClient: number; twinUpstream: number } {
     const s = this.live?.replica.proxy.proxy.stats().get("pods");
-    const w = this.live?.twin?.proxy.proxy.stats().get("pods");
+    const w = this.live?.twin.proxy.proxy.stats().get("pods");
     return {
       client: this.#done.client + (s?.clientBytes ?? 0),
       upstream: this.#done.upstream + (s?.upstreamBytes ?? 0),
@@ -161,23 +160,7 @@ class DemoReplica {
     this.#done = this.bytes();
     this.live = undefined;
     await inc.family?.stop();
-    await Promise.all([inc.replica.stop(), inc.twin?.stop()]);
-  }
-
-  /**
-   * Stops the unsharded twin until the next incarnation, keeping its bytes.
-   * The twin is the demo's yardstick, not part of what is shown: while the
-   * manager backfills slot labels, every twin would parse every labelled
-   * pod's event in this one process, slowing the backfill it does not take
-   * part in; the next incarnation's twin lists everything again.
-   */
-  async pauseTwin(): Promise<void> {
-    const inc = this.live;
-    if (inc?.twin === undefined) return;
-    const now = this.bytes();
-    this.#done = { ...this.#done, twinClient: now.twinClient, twinUpstream: now.twinUpstream };
-    this.live = { ...inc, twin: undefined };
-    await inc.twin.stop();
+    await Promise.all([inc.replica.stop(), inc.twin.stop()]);
   }
 }
 
@@ -788,7 +771,6 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
 async function switchToLabels(demo: Demo, label: string): Promise<string[]> {
   const slots = demo.labelSlots;
   if (slots === undefined) return ["BROKEN: the manager's label-slot pieces did not start"];
-  await Promise.all(demo.live().map((r) => r.pauseTwin()));
   slots.admit(demo.api, [
     { group: "", resource: "pods" },
     { group: DEPLOYMENTS.group, resource: DEPLOYMENTS.plural },
