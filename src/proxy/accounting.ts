@@ -12,6 +12,7 @@
 import { recordedPoint, type ProxyFiltering } from "./filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
 import { RecentKeys } from "./recent.ts";
+import { contains, type Range } from "../shard/range.ts";
 import { entryOf } from "../map-entry.ts";
 import type { ListFilterStats, WatchFilterStats } from "./scan/filter-contract.ts";
 
@@ -146,11 +147,16 @@ export class Accounting {
   /**
    * Whether a watch of each resource recently passed an event whose shard
    * key value (uid, namespace or owner uid, per the resource's key) is
-   * `key`; in labels mode, an event of that value's slot.
+   * `key`; in labels mode, an event of that value's slot, while the slot is
+   * still in `owned`.
    */
-  delivered(key: string, filtering: ProxyFiltering): Record<string, boolean> {
+  delivered(key: string, filtering: ProxyFiltering, owned: readonly Range[]): Record<string, boolean> {
     const point = recordedPoint(filtering, key);
-    return Object.fromEntries([...this.#recent].map(([id, r]) => [id, point === undefined ? r.has(key) : r.hasHash(point.hi, point.lo)]));
+    // In labels mode the record holds slots, which many objects share: a
+    // slot this proxy gave up was delivered, by it, only before the handoff,
+    // and must not vouch for an object its new owner is asked about.
+    const stillOwned = point === undefined || contains(owned, (BigInt(point.hi) << 32n) | BigInt(point.lo));
+    return Object.fromEntries([...this.#recent].map(([id, r]) => [id, point === undefined ? r.has(key) : stillOwned && r.hasHash(point.hi, point.lo)]));
   }
 
   recentFor(id: string): RecentKeys {

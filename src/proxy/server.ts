@@ -242,10 +242,11 @@ export class ShardProxy {
   /**
    * Whether a watch of each resource recently passed an event whose shard
    * key value (uid, namespace or owner uid, per the resource's key) is
-   * `key`; in labels mode, an event of that value's slot.
+   * `key`; in labels mode, an event of that value's slot while this proxy
+   * still owns it.
    */
   delivered(key: string): Record<string, boolean> {
-    return this.#accounting.delivered(key, this.#filtering);
+    return this.#accounting.delivered(key, this.#filtering, this.#opts.ownership.current().ranges);
   }
 
   /** Node `request` handler. */

@@ -35,7 +35,9 @@ t.test("shardcar demo --quick runs every scene in ring mode, holds every invaria
   const started = Date.now();
   const r = await cli(["demo", "--quick", "--report", report]);
   const secs = (Date.now() - started) / 1000;
-  t.equal(r.code, 0, `exit code (stderr: ${r.err.slice(0, 500)})`);
+  // What broke, if anything: every line the demo marks so, with its scene.
+  const broken = r.out.split("\n").filter((l) => l.startsWith("== ") || /BROKEN/.test(l));
+  t.equal(r.code, 0, `exit code (stderr: ${r.err.slice(0, 500)}; ${broken.filter((l) => /BROKEN/.test(l)).length === 0 ? "no BROKEN line" : broken.join("\n")})`);
   // How long it took is printed, not judged: a wall-clock bound on a shared
   // machine fails under load whatever the build (tap's timeout guards a hang).
   t.comment(`finished in ${secs.toFixed(1)} s`);

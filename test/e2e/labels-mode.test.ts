@@ -95,6 +95,14 @@ t.test("labels mode, gate off: each proxy reads about 1/N of the bytes, caches e
   t.equal(union.size, PODS, "the caches together hold every labelled pod, and no other");
   t.ok([...union].every((id) => !id.includes("/unlabelled-") && !id.includes("/malformed-")), "unlabelled and malformed pods are in no cache");
 
+  // A pod in a slot r0 is about to give up, delivered to r0 by a watch event.
+  const deliveredBy = async (r: InformedReplica, uid: string): Promise<boolean | undefined> =>
+    ((await (await fetch(`${r.proxy.adminUrl ?? ""}/debug/shardcar?key=${uid}`)).json()) as { delivered?: { pods?: boolean } }).delivered?.pods;
+  let movingUid = uuid(random);
+  while (slotOfValue(movingUid, SLOTS) < 32 || slotOfValue(movingUid, SLOTS) >= 64) movingUid = uuid(random);
+  api.store.create("pods", { metadata: { name: "moving", namespace: "web", uid: movingUid, labels: { app: "web", [LABEL]: formatSlot(slotOfValue(movingUid, SLOTS)) } }, spec: { containers: [{ name: "c", image: "x" }] } });
+  t.ok(await eventually(async () => (await deliveredBy(replicas[0] as InformedReplica, movingUid)) === true, 10_000), "r0's watch delivered a pod of slot 32..63, and says so");
+
   // r0 loses slots 32..63 to r1: r0 only shrinks, r1 grows.
   const before = replicas.map((r) => ({ ...r.proxy.proxy.stats().get("pods") }));
   owners[0]?.set({ generation: 2, ranges: slotsToRanges(range(0, 32), SLOTS) });
@@ -110,6 +118,8 @@ t.test("labels mode, gate off: each proxy reads about 1/N of the bytes, caches e
   t.ok((after[0]?.syntheticDeletes ?? 0) > 0, `it sent synthetic DELETEDs for the slots it gave up (${after[0]?.syntheticDeletes ?? 0})`);
   t.ok((after[1]?.forcedRelists ?? 0) > (before[1]?.forcedRelists ?? 0) && (after[1]?.lists ?? 0) > (before[1]?.lists ?? 0), "the growing member relisted under its new slots");
   t.ok(await eventually(() => owners[0]?.applied.includes(2) === true && owners[1]?.applied.includes(2) === true, 10_000), "both report generation 2 applied");
+  // Many objects share a slot: one r0 gave up must not vouch for an object its new owner is asked about (audit --canary).
+  t.equal(await deliveredBy(replicas[0] as InformedReplica, movingUid), false, "after the handoff r0 no longer claims delivery in the slot it gave up");
   // The canary's question (`/debug/shardcar?key=<uid>`), answered by slot in labels mode.
   createPod(api, random, "canary");
   const uid = api.store.list("pods").find((p) => p.metadata?.name === "canary")?.metadata?.uid ?? "";
