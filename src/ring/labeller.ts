@@ -16,9 +16,9 @@ import type { ApiClient } from "../kube/client.ts";
 import { childLogger, silentLogger, type Logger } from "../log.ts";
 import { SLOT_LABEL_PREFIX } from "../shard/slots.ts";
 import { systemClock, type Clock } from "./clock.ts";
-import { decodeRing, describe, EventSink, isConflict, isNotFound, RingApi, watchObjects, type RingObject } from "./kube.ts";
+import { decodeRing, describe, EventSink, httpStatus, isConflict, isNotFound, RingApi, watchObjects, type RingObject } from "./kube.ts";
 import { labelSlotConfig, type LabelSlotConfig } from "./label-slots.ts";
-import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingEvent, type LabellingPolicy, type LabellingState, type ObjectMeta, type RingProgress } from "./labelling.ts";
+import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingEvent, type LabellingPolicy, type LabellingState, type ObjectMeta, type PatchResult, type RingProgress } from "./labelling.ts";
 import type { LeaderTask, RingStatusExtra } from "./coordinator.ts";
 import type { RingCondition } from "./table.ts";
 import { isRecord } from "../is-record.ts";
@@ -59,13 +59,22 @@ export function watchLabelSlotConfig(api: ApiClient, namespace: string | undefin
   };
 }
 
-// A backfill is a stream of writes beside the controllers' own: 20 PATCHes a
-// second is kube-controller-manager's default client rate (--kube-api-qps),
-// so the labeller is no louder than one built-in controller; 100,000
-// objects take about 85 minutes. Raise it for a faster first backfill.
+// A backfill is a stream of writes beside the controllers' own. The floor,
+// 20 PATCHes a second, is kube-controller-manager's default client rate
+// (--kube-api-qps): never louder than one built-in controller once the
+// apiserver pushes back. At that rate alone 200,000 objects would take
+// nearly three hours, so the rate climbs while PATCHes come back fast and
+// unthrottled (label-rate.ts), up to the ceiling: 500/s labels 200,000
+// objects in about seven minutes (docs/performance.md, S2). A PATCH slower
+// than 250 ms, or a 429 from API Priority and Fairness, halves it.
 export const DEFAULT_LABEL_RATE = 20;
+export const DEFAULT_LABEL_RATE_MAX = 500;
 export const DEFAULT_LABEL_BURST = 20;
-const DEFAULT_POLICY: LabellingPolicy = { ratePerSecond: DEFAULT_LABEL_RATE, burst: DEFAULT_LABEL_BURST, maxInFlight: 4, retryMinMs: 500, retryMaxMs: 30_000 };
+const DEFAULT_SLOW_PATCH_MS = 250;
+// Enough for the ceiling at the slow bound's fraction of a PATCH's time:
+// 500/s at 16 ms each is 8 at once.
+const DEFAULT_MAX_IN_FLIGHT = 8;
+const DEFAULT_POLICY: LabellingPolicy = { ratePerSecond: DEFAULT_LABEL_RATE, maxRatePerSecond: DEFAULT_LABEL_RATE_MAX, slowPatchMs: DEFAULT_SLOW_PATCH_MS, burst: DEFAULT_LABEL_BURST, maxInFlight: DEFAULT_MAX_IN_FLIGHT, retryMinMs: 500, retryMaxMs: 30_000 };
 // Counts in status are at most this old; the condition's verdict (True,
 // False, its reason) is written at once. Every count change would otherwise
 // be a status write, one per PATCH.
@@ -87,6 +96,8 @@ interface LabellerMetrics {
   readonly patches: Counter<"resource" | "outcome">;
   readonly listErrors: Counter<"resource">;
   readonly delay: Histogram<"resource">;
+  readonly rate: Gauge;
+  readonly backoffs: Counter;
 }
 
 function metricsOf(registry: Registry): LabellerMetrics {
@@ -95,6 +106,8 @@ function metricsOf(registry: Registry): LabellerMetrics {
     unlabelled: get("shardcar_ring_unlabelled_objects", () => new Gauge({ name: "shardcar_ring_unlabelled_objects", help: "Objects of a labels-mode ring's resource without the right slot label (absent or wrong): each is in no proxy's cache until labelled.", labelNames: ["namespace", "ring", "resource"], registers: [registry] })),
     patches: get("shardcar_labeller_patches_total", () => new Counter({ name: "shardcar_labeller_patches_total", help: "Slot-label PATCHes by outcome: labelled, conflict (the object changed; judged again), gone (deleted), error.", labelNames: ["resource", "outcome"], registers: [registry] })),
     listErrors: get("shardcar_labeller_list_errors_total", () => new Counter({ name: "shardcar_labeller_list_errors_total", help: "Failed metadata lists or watches of a labelled resource (retried).", labelNames: ["resource"], registers: [registry] })),
+    rate: get("shardcar_labeller_rate", () => new Gauge({ name: "shardcar_labeller_rate", help: "The slot-label PATCH rate allowed now, per second: between --label-rate and --label-rate-max, halved on a 429 or a slow PATCH.", registers: [registry] })),
+    backoffs: get("shardcar_labeller_rate_backoffs_total", () => new Counter({ name: "shardcar_labeller_rate_backoffs_total", help: "Times the labeller halved its PATCH rate because the apiserver answered 429 or slowly.", registers: [registry] })),
     delay: get("shardcar_labeller_delay_seconds", () => new Histogram({ name: "shardcar_labeller_delay_seconds", help: "From the labeller first seeing an object without its right slot label to its PATCH succeeding; add the watch's own delay for the time it was in no cache.", labelNames: ["resource"], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800], registers: [registry] })),
   };
 }
@@ -152,6 +165,8 @@ export class Labeller implements LeaderTask {
   #progress = new Map<string, RingProgress>();
   readonly #conditions = new Map<string, RingCondition>();
   readonly #warned = new Map<string, string>();
+  /** Halvings of the current run's state already counted in the metric. */
+  #backoffsExported = 0;
 
   constructor(o: LabellerOptions) {
     this.#o = o;
@@ -169,7 +184,7 @@ export class Labeller implements LeaderTask {
     const problems = config.problems.filter((p) => p.namespace === namespace && p.name === name);
     const p = this.#progress.get(k);
     if (p === undefined && problems.length === 0) return undefined;
-    const verdict = labelledVerdict(p, problems, this.#policy);
+    const verdict = labelledVerdict(p, problems, this.#state?.rate.rate ?? this.#policy.ratePerSecond);
     const prev = this.#conditions.get(k);
     const cond: RingCondition =
       prev !== undefined && prev.status === verdict.status && prev.reason === verdict.reason
@@ -183,6 +198,7 @@ export class Labeller implements LeaderTask {
     const source = this.#o.source;
     const state = initialLabelling(source.current() ?? { rings: [], problems: [] }, this.#policy, this.#clock.now());
     this.#state = state;
+    this.#backoffsExported = 0;
     const watches = new Map<string, () => void>();
     const inFlight = new Set<Promise<void>>();
     let cancelWake: () => void = () => {};
@@ -262,6 +278,11 @@ export class Labeller implements LeaderTask {
   #exportMetrics(): void {
     const m = this.#metrics;
     if (m === undefined) return;
+    if (this.#state !== undefined) {
+      m.rate.set(this.#state.rate.rate);
+      m.backoffs.inc(this.#state.rate.backoffs - this.#backoffsExported);
+      this.#backoffsExported = this.#state.rate.backoffs;
+    }
     m.unlabelled.reset();
     for (const p of this.#progress.values()) for (const r of p.resources) m.unlabelled.set({ namespace: p.namespace, ring: p.name, resource: r.resource }, r.unlabelled + r.mislabelled);
   }
@@ -275,11 +296,12 @@ export class Labeller implements LeaderTask {
         this.#metrics?.delay.observe({ resource: e.resource }, e.delayMs / 1000);
         return;
       case "patch": {
+        const sentAt = this.#clock.now();
         const p = this.#patch(e).then((r) => {
           inFlight.delete(p);
           this.#metrics?.patches.inc({ resource: e.resource, outcome: r.result === "ok" ? "labelled" : r.result });
           if (r.result === "error") this.#log.warn({ resource: e.resource, object: `${e.namespace}/${e.name}`, err: r.error }, "slot-label PATCH failed; retrying");
-          if (this.#state === state) apply({ type: "patched", resource: e.resource, namespace: e.namespace, name: e.name, result: r.result, ...(r.error === undefined ? {} : { error: r.error }) });
+          if (this.#state === state) apply({ type: "patched", resource: e.resource, namespace: e.namespace, name: e.name, result: r.result, latencyMs: this.#clock.now() - sentAt, ...(r.error === undefined ? {} : { error: r.error }) });
         });
         inFlight.add(p);
       }
@@ -288,7 +310,7 @@ export class Labeller implements LeaderTask {
 
   readonly #bases = new Map<string, string>();
 
-  async #patch(e: Extract<LabellingEffect, { type: "patch" }>): Promise<{ result: "ok" | "conflict" | "gone" | "error"; error?: string }> {
+  async #patch(e: Extract<LabellingEffect, { type: "patch" }>): Promise<{ result: PatchResult; error?: string }> {
     const base = this.#bases.get(e.resource);
     if (base === undefined) return { result: "error", error: "the resource's API version is not known yet" };
     const plural = e.resource.split(".")[0] ?? "";
@@ -307,6 +329,7 @@ export class Labeller implements LeaderTask {
     } catch (err) {
       if (isConflict(err)) return { result: "conflict" };
       if (isNotFound(err)) return { result: "gone" };
+      if (httpStatus(err) === 429) return { result: "throttled" };
       return { result: "error", error: describe(err) };
     }
   }

@@ -11,10 +11,11 @@
  *   keeps a count per ring and resource;
  * - which of them to patch next: first seen, first patched; one PATCH sets
  *   the labels of every ring that labels the resource;
- * - when: a token bucket (`ratePerSecond`, `burst`) and at most
- *   `maxInFlight` PATCHes at once, because a backfill of a large cluster is
- *   a stream of writes that the apiserver and etcd must absorb beside the
- *   controllers' own;
+ * - when: a token bucket (`burst`) filled at a rate that adapts to the
+ *   apiserver's answers between `ratePerSecond` and `maxRatePerSecond`
+ *   (`label-rate.ts`), and at most `maxInFlight` PATCHes at once, because a
+ *   backfill of a large cluster is a stream of writes that the apiserver and
+ *   etcd must absorb beside the controllers' own;
  * - what a failed PATCH means: 409 (the object changed: the watch brings the
  *   new version, which is judged afresh, or it is retried after a backoff),
  *   404 (gone: the watch brings the DELETE), anything else (retried with a
@@ -29,6 +30,7 @@
  * Pure: no clock, no timers, no I/O.
  */
 import type { KeyMetadata } from "../shard/slots.ts";
+import { adaptRate, initialRate, type RatePolicy, type RateState } from "./label-rate.ts";
 import { labelState, slotResourceName, type LabelSlotConfig, type LabelSlotRing, type LabelState, type SlotResource } from "./label-slots.ts";
 
 /** The metadata the labeller keeps of an object (what `PartialObjectMetadata` carries that matters). */
@@ -40,9 +42,7 @@ export interface ObjectMeta extends KeyMetadata {
   readonly labels: Readonly<Record<string, string>>;
 }
 
-export interface LabellingPolicy {
-  /** Steady PATCH rate. */
-  readonly ratePerSecond: number;
+export interface LabellingPolicy extends RatePolicy {
   /** Tokens the bucket holds: PATCHes that may go at once after a quiet spell. */
   readonly burst: number;
   readonly maxInFlight: number;
@@ -85,6 +85,8 @@ export interface LabellingState {
   readonly patchErrors: Map<string, string>;
   tokens: number;
   refilledAt: number;
+  /** The PATCH rate now, adapted to the apiserver's answers. */
+  readonly rate: RateState;
 }
 
 export type LabellingEvent =
@@ -95,11 +97,13 @@ export type LabellingEvent =
   | { readonly type: "deleted"; readonly resource: string; readonly namespace: string; readonly name: string }
   /** The list or watch failed; the shell relists. Objects are kept (they are still the best knowledge). */
   | { readonly type: "listFailed"; readonly resource: string; readonly error: string }
-  | { readonly type: "patched"; readonly resource: string; readonly namespace: string; readonly name: string; readonly result: PatchResult; readonly error?: string }
+  /** A PATCH's answer, `latencyMs` after it was sent (the rate adapts to it). */
+  | { readonly type: "patched"; readonly resource: string; readonly namespace: string; readonly name: string; readonly result: PatchResult; readonly error?: string; readonly latencyMs?: number }
   /** Time passed: refill tokens, start retries that are due. */
   | { readonly type: "tick" };
 
-export type PatchResult = "ok" | "conflict" | "gone" | "error";
+/** `throttled`: HTTP 429, the apiserver's priority and fairness turning the PATCH away; retried like an error, and the rate halves. */
+export type PatchResult = "ok" | "conflict" | "gone" | "throttled" | "error";
 
 export type LabellingEffect =
   /** JSON merge patch `{metadata: {resourceVersion, labels}}`: only slot labels, guarded by the version they were computed from. */
@@ -128,6 +132,7 @@ export function initialLabelling(config: LabelSlotConfig, policy: LabellingPolic
     patchErrors: new Map(),
     tokens: policy.burst,
     refilledAt: now,
+    rate: initialRate(policy, now),
   };
   syncResources(state);
   return state;
@@ -205,7 +210,7 @@ function rejudgeAll(state: LabellingState, now: number): void {
 function refill(state: LabellingState, now: number): void {
   const p = state.policy;
   if (now > state.refilledAt) {
-    state.tokens = Math.min(p.burst, state.tokens + ((now - state.refilledAt) / 1000) * p.ratePerSecond);
+    state.tokens = Math.min(p.burst, state.tokens + ((now - state.refilledAt) / 1000) * state.rate.rate);
   }
   state.refilledAt = Math.max(state.refilledAt, now);
 }
@@ -242,7 +247,7 @@ function dispatch(state: LabellingState, now: number): LabellingEffect[] {
 function nextWake(state: LabellingState, now: number): number | undefined {
   let at: number | undefined;
   if (state.queue.size > 0 && state.inFlight.size < state.policy.maxInFlight && state.tokens < 1) {
-    at = now + Math.ceil(((1 - state.tokens) / state.policy.ratePerSecond) * 1000);
+    at = now + Math.ceil(((1 - state.tokens) / state.rate.rate) * 1000);
   }
   for (const r of state.retries.values()) at = Math.min(at ?? r, r);
   return at;
@@ -309,6 +314,9 @@ export function step(state: LabellingState, event: LabellingEvent, now: number):
       const wk = workKey(event.resource, key);
       const patchedAt = state.inFlight.get(wk);
       state.inFlight.delete(wk);
+      // Tokens earned so far at the old rate, before the rate changes.
+      refill(state, now);
+      adaptRate(state.rate, state.policy, event.result === "throttled" ? { type: "throttled" } : { type: "answered", latencyMs: event.latencyMs ?? 0, waiting: state.queue.size > 0 }, now);
       const res = state.resources.get(event.resource);
       const t = res?.objects.get(key);
       if (event.result === "ok") {
@@ -433,9 +441,10 @@ export interface LabelledVerdict {
 
 /**
  * What a ring's `Labelled` condition says: a refused spec or a label
- * conflict first, then listing, then how many objects are in no cache.
+ * conflict first, then listing, then how many objects are in no cache and
+ * the labeller's PATCH rate now (`ratePerSecond`).
  */
-export function labelledVerdict(p: RingProgress | undefined, problems: readonly { readonly reason: string; readonly message: string }[], policy: LabellingPolicy): LabelledVerdict {
+export function labelledVerdict(p: RingProgress | undefined, problems: readonly { readonly reason: string; readonly message: string }[], ratePerSecond: number): LabelledVerdict {
   const problem = problems[0];
   if (problem !== undefined) {
     const reason = problem.reason === "LabelConflict" ? "LabelConflict" : "SpecInvalid";
@@ -459,5 +468,5 @@ export function labelledVerdict(p: RingProgress | undefined, problems: readonly 
   if (wrong.length === 0) {
     return { status: "True", reason: "AllLabelled", message: `every object carries the right ${p.label}: ${p.resources.map((r) => `${r.resource} ${r.objects}`).join(", ")}` };
   }
-  return { status: "False", reason: "Backfilling", message: `${missing} of ${total} objects lack the right ${p.label} and are in no cache until labelled (${detail}); labelling at up to ${policy.ratePerSecond}/s` };
+  return { status: "False", reason: "Backfilling", message: `${missing} of ${total} objects lack the right ${p.label} and are in no cache until labelled (${detail}); labelling at ${Math.round(ratePerSecond)}/s now` };
 }

@@ -16,7 +16,7 @@ const WEB: LabelSlotRing = {
 };
 const AUDIT: LabelSlotRing = { namespace: "shop", name: "audit", label: "shard.shardcar.io/audit", slotCount: 256, resources: [{ resource: "gadgets", group: "example.com", key: "uid" }] };
 const CONFIG: LabelSlotConfig = { rings: [WEB], problems: [] };
-const POLICY: LabellingPolicy = { ratePerSecond: 10, burst: 100, maxInFlight: 100, retryMinMs: 100, retryMaxMs: 1_000 };
+const POLICY: LabellingPolicy = { ratePerSecond: 10, maxRatePerSecond: 10, slowPatchMs: 250, burst: 100, maxInFlight: 100, retryMinMs: 100, retryMaxMs: 1_000 };
 const G = "gadgets.example.com";
 const W = "widgets.example.com";
 
@@ -140,7 +140,7 @@ t.test("other failures are retried with backoff and reported until a PATCH of th
   const s = initialLabelling(CONFIG, POLICY, 0);
   listed(s, G, [obj("a", "u-a")]);
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "error", error: "HTTP 403: forbidden" }, 10);
-  const v = labelledVerdict(progress(s)[0], [], POLICY);
+  const v = labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond);
   t.match(v, { status: "False", reason: "PatchFailing", message: /HTTP 403: forbidden/ });
   t.equal(patches(step(s, { type: "tick" }, 110).effects).length, 1, "retried");
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "ok" }, 120);
@@ -170,17 +170,17 @@ t.test("a config change re-judges everything: a dropped ring stops its resources
 });
 
 t.test("the Labelled condition: problems first, then listing, then what is in no cache", async (t) => {
-  t.match(labelledVerdict(undefined, [{ reason: "LabelConflict", message: "x and y both label" }], POLICY), { status: "False", reason: "LabelConflict", message: "x and y both label" });
+  t.match(labelledVerdict(undefined, [{ reason: "LabelConflict", message: "x and y both label" }], POLICY.ratePerSecond), { status: "False", reason: "LabelConflict", message: "x and y both label" });
   const s = initialLabelling(CONFIG, POLICY, 0);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY), { status: "Unknown", reason: "Listing", message: /gadgets.example.com, widgets.example.com/ });
+  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "Unknown", reason: "Listing", message: /gadgets.example.com, widgets.example.com/ });
   step(s, { type: "listFailed", resource: G, error: "HTTP 403: forbidden" }, 1);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY), { status: "False", reason: "ListFailed", message: /gadgets.example.com \(HTTP 403: forbidden\)/ });
+  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "False", reason: "ListFailed", message: /gadgets.example.com \(HTTP 403: forbidden\)/ });
   t.same(patches(step(s, { type: "tick" }, 1).effects), [], "nothing is known, nothing is patched");
   listed(s, G, [obj("a", "u-a")]);
   listed(s, W, []);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY), { status: "False", reason: "Backfilling", message: /^1 of 1 objects lack the right shard.shardcar.io\/web .*gadgets.example.com 1 unlabelled/ });
+  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "False", reason: "Backfilling", message: /^1 of 1 objects lack the right shard.shardcar.io\/web .*gadgets.example.com 1 unlabelled/ });
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "ok" }, 2);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY), { status: "True", reason: "AllLabelled", message: /gadgets.example.com 1, widgets.example.com 0/ });
+  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "True", reason: "AllLabelled", message: /gadgets.example.com 1, widgets.example.com 0/ });
   const [done] = progress(s);
   if (done === undefined) throw new Error("no progress for the ring");
   t.same(labellingStatus(done), {
@@ -191,4 +191,32 @@ t.test("the Labelled condition: problems first, then listing, then what is in no
       { resource: W, key: "owner", synced: true, objects: 0, labelled: 0, unlabelled: 0, mislabelled: 0 },
     ],
   });
+});
+
+t.test("a backfill sends more PATCHes per second while the apiserver answers fast, and fewer after it answers 429", async (t) => {
+  const policy: LabellingPolicy = { ...POLICY, ratePerSecond: 10, maxRatePerSecond: 1_000, burst: 10, maxInFlight: 1_000 };
+  const s = initialLabelling(CONFIG, policy, 0);
+  const objects = Array.from({ length: 5_000 }, (_, i) => obj(`o${i}`, `uid-${i}`));
+  let inFlight = patches(listed(s, G, objects, 0));
+  /** Sends for one second in 10 ms steps, answering every PATCH 5 ms later with `result`; returns how many went. */
+  const second = (start: number, result: "ok" | "throttled"): number => {
+    let sent = 0;
+    for (let now = start; now < start + 1_000; now += 10) {
+      const answered = inFlight;
+      inFlight = [];
+      for (const p of answered) inFlight.push(...patches(step(s, { type: "patched", resource: p.resource, namespace: p.namespace, name: p.name, result, latencyMs: 5 }, now + 5).effects));
+      inFlight.push(...patches(step(s, { type: "tick" }, now + 10).effects));
+      sent += inFlight.length;
+    }
+    return sent;
+  };
+  const early = second(0, "ok");
+  second(1_000, "ok");
+  second(2_000, "ok");
+  const later = second(3_000, "ok");
+  t.ok(later >= 3 * early, `the rate climbs while answers are fast: ${early}/s, then ${later}/s`);
+  second(4_000, "throttled");
+  const after = second(5_000, "ok");
+  t.ok(after < later, `it backs off after 429s: ${later}/s, then ${after}/s`);
+  t.equal(s.rate.backoffs, 1, "the 429s of one second halve it once");
 });

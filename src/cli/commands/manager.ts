@@ -5,7 +5,7 @@ import { ApiClient } from "../../kube/client.ts";
 import { connectionFor, describeSource, loadKubeAccess } from "../../kube/config.ts";
 import { systemClock } from "../../ring/clock.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";
-import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
+import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, DEFAULT_LABEL_RATE_MAX, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
 import { readOwnImage } from "../../webhook/own-image.ts";
@@ -76,8 +76,11 @@ Flags:
   --proxy-port N            the sidecar's loopback API port (default 7443)
   --admin-port N            the sidecar's health and metrics port (default 9464)
   --no-rings                serve the injection webhook only: no rings, no label slots
-  --label-rate N            slot-label PATCHes per second at most (default ${DEFAULT_LABEL_RATE}, the
-                            default client rate of kube-controller-manager)
+  --label-rate N            slot-label PATCHes per second to start at and never fall below (default
+                            ${DEFAULT_LABEL_RATE}, the default client rate of kube-controller-manager)
+  --label-rate-max N        the most PATCHes per second: the rate climbs toward it while PATCHes come
+                            back fast, and halves on a 429 or a PATCH slower than 250 ms (default
+                            ${DEFAULT_LABEL_RATE_MAX}; equal to --label-rate for a fixed rate)
   --label-burst N           PATCHes that may go at once after a quiet spell (default ${DEFAULT_LABEL_BURST})
   --metrics-listen H:P      /metrics (webhook reviews, ring coverage, generations, handoffs) and /healthz
                             over plain HTTP (default 0.0.0.0:9465; "off" disables)
@@ -96,7 +99,7 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
-      ...valueFlags("image", "image-pull-policy", "webhook-listen", "cert-mode", "cert-dir", "cert-resync", "cert-validity", "namespace", "service", "secret", "webhook-config", "proxy-port", "admin-port", "log-level", "label-rate", "label-burst", "metrics-listen"),
+      ...valueFlags("image", "image-pull-policy", "webhook-listen", "cert-mode", "cert-dir", "cert-resync", "cert-validity", "namespace", "service", "secret", "webhook-config", "proxy-port", "admin-port", "log-level", "label-rate", "label-rate-max", "label-burst", "metrics-listen"),
       ...switchFlags("no-rings", "metrics-auth", "sidecar-metrics-auth", "sidecar-debug-remote"),
     });
     if (values.image !== undefined && values.image.trim() === "") throw new UsageError("--image", "--image must not be empty");
@@ -138,6 +141,8 @@ Examples:
     const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
     if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
     const labelRate = intFlag("--label-rate", values["label-rate"], DEFAULT_LABEL_RATE, 1, 10_000);
+    const labelRateMax = intFlag("--label-rate-max", values["label-rate-max"], Math.max(labelRate, DEFAULT_LABEL_RATE_MAX), 1, 10_000);
+    if (labelRateMax < labelRate) throw new UsageError("--label-rate-max", `invalid --label-rate-max ${labelRateMax}: below --label-rate ${labelRate}`);
     const labelBurst = intFlag("--label-burst", values["label-burst"], DEFAULT_LABEL_BURST, 1, 10_000);
     const rings = values["no-rings"] !== true;
 
@@ -233,7 +238,7 @@ Examples:
     const labeller =
       api === undefined || slots === undefined
         ? undefined
-        : new Labeller({ api, source: slots, policy: { ratePerSecond: labelRate, burst: labelBurst }, registry, log: logger });
+        : new Labeller({ api, source: slots, policy: { ratePerSecond: labelRate, maxRatePerSecond: labelRateMax, burst: labelBurst }, registry, log: logger });
     const coordination = !rings
       ? Promise.resolve()
       : runCoordinator(
