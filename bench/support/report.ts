@@ -25,6 +25,7 @@ const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P6b", what: "sidecar under load", target: "RSS growth over idle ≤ 32 MB while streaming a 100 MB list and 5 minutes of churn, fast and slow (2 MB/s) client" },
   { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
+  { id: "S2", what: "the labeller's first backfill of 200,000 objects (real apiserver kit)", target: "default rate: ≥ 10× faster to Labelled=True than the fixed 20/s (issue 25: not hours)" },
 ];
 
 // P3-rss belongs to P3; P5m and P6b are targets of their own.

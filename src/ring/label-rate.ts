@@ -2,10 +2,12 @@
  * The labeller's PATCH rate, adapted to what the apiserver says (AIMD, as
  * TCP does with a congested link): a backfill of 200,000 objects at a fixed
  * 20/s takes nearly three hours, yet on most clusters the apiserver absorbs
- * far more. So the rate starts at the floor (`--label-rate`), climbs by the
- * floor once a second while PATCHes come back fast and unthrottled and work
- * is waiting, up to the ceiling (`--label-rate-max`), and halves (not below
- * the floor) on a 429 (API Priority and Fairness refusing the request) or a
+ * far more. So the rate starts at the floor (`--label-rate`) and, once a
+ * second while PATCHes come back fast and unthrottled and work is waiting,
+ * climbs toward the ceiling (`--label-rate-max`): it doubles until the
+ * apiserver first pushes back (TCP's slow start: 20/s reaches 500/s in five
+ * seconds, not 24), then climbs by the floor. It halves (not below the
+ * floor) on a 429 (API Priority and Fairness refusing the request) or a
  * PATCH slower than `slowPatchMs` (APF queueing it, or etcd struggling).
  *
  * At most one halving per second: the PATCHes in flight when the apiserver
@@ -60,7 +62,7 @@ export function adaptRate(s: RateState, p: RatePolicy, signal: RateSignal, now: 
   }
   // Only a backlog proves the rate is the limit: an idle labeller learns nothing.
   if (signal.type !== "answered" || !signal.waiting || !settled || s.rate >= ceiling) return false;
-  s.rate = Math.min(ceiling, s.rate + floor);
+  s.rate = Math.min(ceiling, s.backoffs === 0 ? s.rate * 2 : s.rate + floor);
   s.changedAt = now;
   return true;
 }

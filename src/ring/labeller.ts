@@ -65,7 +65,7 @@ export function watchLabelSlotConfig(api: ApiClient, namespace: string | undefin
 // apiserver pushes back. At that rate alone 200,000 objects would take
 // nearly three hours, so the rate climbs while PATCHes come back fast and
 // unthrottled (label-rate.ts), up to the ceiling: 500/s labels 200,000
-// objects in about seven minutes (docs/performance.md, S2). A PATCH slower
+// objects in about seven minutes (docs/performance.md, S2). It doubles each second until the apiserver first pushes back, then climbs by the floor. A PATCH slower
 // than 250 ms, or a 429 from API Priority and Fairness, halves it.
 export const DEFAULT_LABEL_RATE = 20;
 export const DEFAULT_LABEL_RATE_MAX = 500;

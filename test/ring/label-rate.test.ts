@@ -4,7 +4,7 @@ import { ADAPT_INTERVAL_MS, adaptRate, initialRate, type RatePolicy } from "../.
 const P: RatePolicy = { ratePerSecond: 20, maxRatePerSecond: 100, slowPatchMs: 250 };
 const fast = (waiting = true) => ({ type: "answered", latencyMs: 10, waiting }) as const;
 
-t.test("the labelling rate starts at the floor and climbs by the floor once a second while fast answers meet a backlog, up to the ceiling", async (t) => {
+t.test("the labelling rate starts at the floor and doubles once a second while fast answers meet a backlog, up to the ceiling", async (t) => {
   const s = initialRate(P, 0);
   t.equal(s.rate, 20);
   t.notOk(adaptRate(s, P, fast(), ADAPT_INTERVAL_MS - 1), "no change within the interval");
@@ -13,7 +13,18 @@ t.test("the labelling rate starts at the floor and climbs by the floor once a se
     adaptRate(s, P, fast(), now);
     seen.push(s.rate);
   }
-  t.same(seen, [40, 60, 80, 100, 100, 100, 100, 100, 100, 100], "additive increase, held at the ceiling");
+  t.same(seen, [40, 80, 100, 100, 100, 100, 100, 100, 100, 100], "slow start, held at the ceiling");
+});
+
+t.test("after the apiserver has pushed back once, the labelling rate climbs by the floor, not by doubling", async (t) => {
+  const s = initialRate(P, 0);
+  adaptRate(s, P, fast(), 1_000);
+  adaptRate(s, P, fast(), 2_000);
+  adaptRate(s, P, { type: "throttled" }, 3_000);
+  t.equal(s.rate, 40);
+  adaptRate(s, P, fast(), 4_000);
+  adaptRate(s, P, fast(), 5_000);
+  t.equal(s.rate, 80, "40 + 20 + 20");
 });
 
 t.test("an idle labeller does not raise its rate: only a backlog shows the rate is the limit", async (t) => {
@@ -24,7 +35,7 @@ t.test("an idle labeller does not raise its rate: only a backlog shows the rate 
 
 t.test("a 429 or a slow PATCH halves the rate, once per interval, never below the floor", async (t) => {
   const s = initialRate(P, 0);
-  for (let i = 1; i <= 4; i++) adaptRate(s, P, fast(), i * ADAPT_INTERVAL_MS);
+  for (let i = 1; i <= 3; i++) adaptRate(s, P, fast(), i * ADAPT_INTERVAL_MS);
   t.equal(s.rate, 100);
   t.ok(adaptRate(s, P, { type: "throttled" }, 5 * ADAPT_INTERVAL_MS));
   t.equal(s.rate, 50, "halved on a 429");
