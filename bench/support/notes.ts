@@ -135,6 +135,12 @@ const p8 = `**How it is measured.** P5's machinery (\`runConfig\` in bench/macro
 
 **What it shows.** With the gate off, shardselector mode reads 1.0× of total per proxy (P5, "the price of fallback"); labels mode reads the same 1/N as shardselector mode with the gate on, because the apiserver applies the label selector \`shard.shardcar.io/bench in (…)\` on every version. The cost is on the write side: every object needs the label (the manager's webhook and backfill, docs/operations.md), and the proxy still scans every list item and watch event to check it (the filter path, P3/P4 speeds), since a label selector carries no \`shardInfo\` to vouch for a fast path.`;
 
+const s2 = `**How it is measured.** The real apiserver kit with the gate off, N ConfigMaps created without slot labels (about 400 bytes each), and the manager's labeller (\`src/ring/labeller.ts\`, in the bench process, wired as \`shardcar manager\` wires it) labelling them for a labels-mode ring keyed by uid. Three passes over the same objects, each for a ring of its own, so each starts with every object unlabelled: the **fixed 20/s** labeller (\`--label-rate-max\` equal to \`--label-rate\`, what the labeller was before issue 25) runs for 30 s and its time for N is projected from its measured PATCH rate (the baseline; hours at 200,000); then the **default** ceiling and a **raised** one, each timed from the labeller's start, its metadata-only list of N included, to \`Labelled=True\`. \`kitCores\` is the CPU of realapi-server plus etcd over the pass, divided by its wall time; \`kitCpuMsPerPatch\` the same per PATCH (the write, its watch events to the labeller's own watch, the list).
+
+**What it changed.** At a fixed 20/s, a first backfill of 200,000 objects takes nearly three hours, in which every unlabelled object is in no proxy's cache. The labeller's rate now adapts (\`src/ring/label-rate.ts\`, tested in \`test/ring/label-rate.test.ts\`): it starts at \`--label-rate\`, doubles each second while PATCHes come back in under 250 ms with work waiting, until the apiserver first pushes back (then it climbs by the floor), up to \`--label-rate-max\` (default 500/s), and halves on a 429 from API Priority and Fairness or a slow PATCH. With at most 8 PATCHes in flight, the rate a single labeller reaches is also bounded by the PATCH latency (8 ÷ latency).
+
+**Which rate to pick.** Keep the defaults (\`--label-rate 20 --label-rate-max 500\`) on most clusters: the first backfill of 200,000 objects takes minutes, and the labeller backs off by itself when the apiserver queues or refuses it. Every PATCH is also a watch event to every watcher of the resource (for pods: the scheduler, every kubelet's node-filtered watch, every controller), so on a cluster whose apiserver is already busy lower the ceiling (\`--label-rate-max 100\`: 200,000 objects in about 35 minutes) rather than the floor; a fixed rate is \`--label-rate-max\` equal to \`--label-rate\`. Raising the ceiling past 500 helps only while PATCHes stay fast (the raised row). Watch \`shardcar_labeller_rate\` and \`shardcar_labeller_rate_backoffs_total\` during the backfill.`;
+
 const profile = `Tools: \`node bench/support/profile-proxy.ts [--path …]\` (a \`shardcar proxy\` process under \`--cpu-prof\` with closed-loop load; prints self and inclusive time by function), \`node bench/support/proxy-cost.ts before=<dist/cli/bin.js> after=<…> bare\` (proxy CPU per request, builds alternating). Before/after figures below are from those tools, each change in its own commit.
 
 | change | what the profile showed | before → after (proxy CPU per request, min / median) | commit |
@@ -153,7 +159,7 @@ Candidates from the issue that the profiles ruled out, so nothing was changed:
 
 export const NOTES: Notes = {
   summary,
-  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8 },
+  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8, S2: s2 },
   pending: {
     P7: "Pending: the ring is not integrated with the proxy yet.",
   },
