@@ -59,6 +59,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "p6-idle", file: "macro/p6-idle.ts", kind: "macro", covers: ["P6"], summary: "idle `shardcar proxy` process, static shards and ring mode: RSS and spawn-to-/readyz vs a bare node with the same listeners", timeoutS: [90, 600] },
   { name: "p6b-load", file: "macro/p6b-load.ts", kind: "macro", covers: ["P6b"], summary: "`shardcar proxy` RSS growth over idle through a 100 MB list and 5 minutes of churn, fast and 2 MB/s client, gate on and off", timeoutS: [120, 1200] },
   { name: "p7-scale-out", file: "macro/p7-scale-out.ts", kind: "macro", covers: ["P7"], summary: "ring scale-out by one member: full relists and convergence vs lease duration + one list", timeoutS: [120, 900] },
+  { name: "s3-write-path", file: "macro/s3-write-path.ts", kind: "macro", covers: ["S3"], summary: "the stamping webhook's added CREATE/UPDATE latency through the real apiserver kit's admission chain at 50/200/1,000 creates/s, 1 and 3 manager replicas; writes while the manager is slow (timeout 3 s, failurePolicy Ignore)", timeoutS: [300, 1800] },
   { name: "p8-labels", file: "macro/p8-labels.ts", kind: "macro", covers: ["P8"], summary: "N = 1, 2, 4, 8 informers behind proxies in labels mode with the gate off, next to shardselector mode with the gate on: upstream bytes per proxy", timeoutS: [150, 3600] },
 ];
 
