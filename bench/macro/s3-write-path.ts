@@ -60,7 +60,6 @@ const LABEL_RATE = 1;
  */
 const QUICK_CPU_RATIO_TARGET = 1;
 
-type Op = "create" | "update";
 type Mode = "webhook" | "baseline";
 
 const envList = (name: string, dflt: readonly number[]): number[] => {

@@ -105,7 +105,7 @@ function send(t: Target, i: number): Promise<number> {
       res.on("end", () => resolve(res.statusCode ?? 0));
       res.on("error", () => resolve(0));
     };
-    const req = t.https ? httpsRequest({ ...opts, agent: t.agent as HttpsAgent }, onResponse) : request({ ...opts, agent: t.agent as Agent }, onResponse);
+    const req = t.https ? httpsRequest({ ...opts, agent: t.agent as HttpsAgent }, onResponse) : request({ ...opts, agent: t.agent }, onResponse);
     req.on("timeout", () => req.destroy());
     req.on("error", () => resolve(0));
     req.end(body);
