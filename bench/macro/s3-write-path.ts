@@ -85,6 +85,8 @@ interface Round {
   readonly cpuPerWrite: { readonly apiserver: number; readonly etcd: number; readonly managers: number; readonly balancer: number };
   /** Reviews each manager answered in the round. */
   readonly reviews: readonly number[];
+  /** Connections the apiserver opened to the managers in the round (through the balancer): more than a few means a TLS handshake per call. */
+  readonly connections: number;
 }
 
 /** One round: creates, then updates of the same objects, at `rate`; then the objects are deleted. */
@@ -94,6 +96,7 @@ async function runRound(rig: WritePathRig, gen: Child, mode: Mode, rate: number,
   const timeout = warmupMs + durationMs + 60_000;
   const cpu0 = rig.cpu();
   const rev0 = await rig.reviews();
+  rig.balancer.resetStats();
   const create = await ask<RateResult>(gen, { ...base, url: configMapUrl(rig.api), method: "POST", body: configMapBody(name) }, "result", timeout);
   // The same objects (indices 0…), rebuilt without their slot label: the matchConditions send it.
   const update = await ask<RateResult>(gen, { ...base, url: configMapUrl(rig.api, `${name}-{i}`), method: "PUT", body: configMapBody(name) }, "result", timeout);
@@ -112,6 +115,7 @@ async function runRound(rig: WritePathRig, gen: Child, mode: Mode, rate: number,
       balancer: (cpu1.bench - cpu0.bench) / writes,
     },
     reviews: rev1.map((r, i) => (r["total"] ?? 0) - (rev0[i]?.["total"] ?? 0)),
+    connections: Object.values(rig.balancer.stats().connections).reduce((a, b) => a + b, 0),
   };
 }
 
@@ -179,6 +183,7 @@ function rateResults(replicas: number, rate: number, rounds: Record<Mode, Round[
       // Every write sent reached a manager (CREATE, and an UPDATE that drops the label).
       reviewsPerWrite: r3(reviews.reduce((a, b) => a + b, 0) / Math.max(1, writes)),
       reviewsByReplica: reviews.join("/"),
+      webhookConnections: all("webhook").reduce((n, r) => n + r.connections, 0),
       managerCpuMsPerWrite: cpu("webhook", "managers"),
       apiserverCpuMsPerWrite: cpu("webhook", "apiserver"),
       apiserverCpuMsPerWriteBaseline: cpu("baseline", "apiserver"),
