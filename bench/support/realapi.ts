@@ -29,8 +29,12 @@ export interface RealApi {
   readonly gate: "on" | "off";
 }
 
-/** Starts etcd + realapi-server with the gate; `runDir` reuses an earlier run's data (a restart). */
-export async function startRealApi(gate: "on" | "off", runDir?: string): Promise<RealApi> {
+/**
+ * Starts etcd + realapi-server with the gate; `runDir` reuses an earlier
+ * run's data (a restart); `env` adds variables for start.sh (e.g.
+ * `REALAPI_WEBHOOK_SERVICES`).
+ */
+export async function startRealApi(gate: "on" | "off", runDir?: string, env: Readonly<Record<string, string>> = {}): Promise<RealApi> {
   const cache = process.env["SHARDCAR_REALAPI_CACHE"] ?? join(homedir(), ".cache", "shardcar-realapi");
   if (!existsSync(join(KIT, "start.sh"))) throw new BenchSkipped(`${KIT} is not beside the repository`);
   if (!existsSync(join(cache, "bin", "realapi-server"))) throw new BenchSkipped(`the real API server is not built (${cache}/bin; run ../shared/realapi/setup.sh or npm run test:real once)`);
@@ -41,7 +45,7 @@ export async function startRealApi(gate: "on" | "off", runDir?: string): Promise
   // started, so try again on fresh ports (as test/real/run.sh does).
   for (let attempt = 1; ; attempt++) {
     try {
-      stdout = (await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 })).stdout;
+      stdout = (await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, ...env, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 })).stdout;
       break;
     } catch (e) {
       const stderr = (e as { stderr?: string }).stderr ?? "";
@@ -50,10 +54,10 @@ export async function startRealApi(gate: "on" | "off", runDir?: string): Promise
       throw e;
     }
   }
-  const env = Object.fromEntries(stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
-  const url = env["REALAPI_URL"];
-  const token = env["REALAPI_TOKEN"];
-  const caFile = env["REALAPI_CA"];
+  const printed = Object.fromEntries(stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+  const url = printed["REALAPI_URL"];
+  const token = printed["REALAPI_TOKEN"];
+  const caFile = printed["REALAPI_CA"];
   if (url === undefined || token === undefined || caFile === undefined) throw new Error(`start.sh printed no REALAPI_URL/TOKEN/CA:\n${stdout}`);
   return { url, token, caFile, caPem: readFileSync(caFile, "utf8"), runDir: dir, gate };
 }
@@ -65,7 +69,7 @@ export async function stopRealApi(api: RealApi, clean: boolean): Promise<void> {
 
 const agents = new WeakMap<RealApi, Agent>();
 
-function call(api: RealApi, method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
+export function call(api: RealApi, method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
   let agent = agents.get(api);
   if (agent === undefined) {
     agent = new Agent({ keepAlive: true, maxSockets: 16, ca: api.caPem });
@@ -108,4 +112,11 @@ export async function configMapUids(api: RealApi, namespace: string): Promise<st
   const r = await call(api, "GET", `/api/v1/namespaces/${namespace}/configmaps`);
   if (r.status !== 200) throw new Error(`listing configmaps in ${namespace}: HTTP ${r.status}`);
   return ((JSON.parse(r.body) as { items?: Array<{ metadata?: { uid?: string } }> }).items ?? []).map((o) => o.metadata?.uid ?? "");
+}
+
+/** The PIDs of the kit's two processes (from the run directory's `env`, which start.sh writes), for their CPU time. */
+export function realApiPids(api: RealApi): { readonly apiserver: number; readonly etcd: number } {
+  const env = readFileSync(join(api.runDir, "env"), "utf8");
+  const pid = (key: string): number => Number(new RegExp(`^${key}=(\\d+)$`, "m").exec(env)?.[1] ?? Number.NaN);
+  return { apiserver: pid("REALAPI_PID"), etcd: pid("ETCD_PID") };
 }

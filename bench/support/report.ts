@@ -26,6 +26,7 @@ const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
   { id: "S2", what: "the labeller's first backfill of 200,000 objects (real apiserver kit)", target: "default rate: ≥ 10× faster to Labelled=True than the fixed 20/s (issue 25: not hours)" },
+  { id: "S3", what: "the write path: latency the stamping webhook adds to CREATE and UPDATE through the real apiserver's admission chain, 1 and 3 manager replicas; writes while the manager is slow", target: "p99 added ≤ 5 ms at 200 creates/s (issue 25); no write refused, at any rate nor while the manager is slow" },
 ];
 
 // P3-rss belongs to P3; P5m and P6b are targets of their own.
@@ -259,6 +260,86 @@ function p5mSection(runs: readonly BenchRun[]): Section {
   return { md, svgs };
 }
 
+/**
+ * S3: per manager replica count, the added latency at each rate (CREATE and
+ * UPDATE, p50 and p99, with the webhook and without it in the same run),
+ * refused writes and CPU per write; then the slow-manager probe; and a chart
+ * of the added p99 against the rate.
+ */
+function s3Section(run: BenchRun): Section {
+  const md: string[] = [];
+  const svgs: Record<string, string> = {};
+  const rs = run.results.filter((r) => r.id === "S3");
+  const of = (metric: string): BenchResult[] => rs.filter((r) => extraStr(r, "metric") === metric);
+  const nums = (key: string): number[] => [...new Set(of("latency").map((r) => extraNum(r, key)).filter((x): x is number => x !== undefined))].sort((a, b) => a - b);
+  const rates = nums("rate");
+  const replicas = nums("replicas");
+  const lat = (op: string, rate: number, n: number, q: string): BenchResult | undefined =>
+    of("latency").find((r) => extraStr(r, "op") === op && extraNum(r, "rate") === rate && extraNum(r, "replicas") === n && extraStr(r, "percentile") === q);
+  const signed = (v: number): string => `${v >= 0 ? "+" : ""}${fmtNum(v)}`;
+  if (rates.length > 0) {
+    md.push(
+      "| replicas | rate (achieved) | op | p50 without → with | **added p50** | p99 without → with | **added p99** | target | status | refused (with / without) | CPU per write: manager, apiserver with (without) |",
+      "|---|---|---|---|---|---|---|---|---|---|---|",
+    );
+    for (const n of replicas) {
+      for (const rate of rates) {
+        const refused = of("refused").find((r) => extraNum(r, "rate") === rate && extraNum(r, "replicas") === n);
+        for (const op of ["create", "update"]) {
+          const p50 = lat(op, rate, n, "p50");
+          const p99 = lat(op, rate, n, "p99");
+          if (p50 === undefined || p99 === undefined) continue;
+          const c = [...checksFor(run, p99), ...(op === "create" && refused !== undefined ? checksFor(run, refused) : [])];
+          const refusedCell = refused === undefined || op !== "create" ? "" : `${fmtNum(refused.candidate.value)} / ${fmtNum(refused.baseline.value)}`;
+          const cpuCell =
+            refused === undefined || op !== "create" ? "" : `${fmtNum(extraNum(refused, "managerCpuMsPerWrite") ?? 0)} ms, ${fmtNum(extraNum(refused, "apiserverCpuMsPerWrite") ?? 0)} (${fmtNum(extraNum(refused, "apiserverCpuMsPerWriteBaseline") ?? 0)}) ms`;
+          md.push(
+            `| ${n} | ${rate}/s (${extraNum(p50, "achievedRps") ?? "?"}) | ${op.toUpperCase()} | ${fmtNum(p50.baseline.value)} → ${fmtNum(p50.candidate.value)} ms | **${signed(extraNum(p50, "addedMs") ?? 0)} ms** | ${fmtNum(p99.baseline.value)} → ${fmtNum(p99.candidate.value)} ms | **${signed(extraNum(p99, "addedMs") ?? 0)} ms** | ${targetText(c)} | ${status(c)} | ${refusedCell} | ${cpuCell} |`,
+          );
+        }
+      }
+    }
+    md.push("");
+    const series = replicas.flatMap((n, i) =>
+      (["create", "update"] as const).map((op, j) => ({
+        name: `${op.toUpperCase()}, ${n} replica${n === 1 ? "" : "s"}`,
+        values: rates.map((rate) => {
+          const r = lat(op, rate, n, "p99");
+          return r === undefined ? undefined : Math.max(0, extraNum(r, "addedMs") ?? 0);
+        }),
+        color: [PALETTE.blue, PALETTE.orange, PALETTE.green, PALETTE.purple][(i * 2 + j) % 4] ?? PALETTE.grey,
+      })),
+    );
+    svgs["s3-added-p99.svg"] = barChart({
+      title: "S3: p99 latency the stamping webhook adds to a write",
+      categories: rates.map((r) => `${r} writes/s`),
+      series,
+      xLabel: "offered load (open loop)",
+      yLabel: "added p99, ms (with webhook − without)",
+      yMax: 60,
+      hLines: [{ value: 5, label: "target: +5 ms at 200/s" }],
+    });
+    md.push("![S3 added p99 latency](perf/s3-added-p99.svg)", "");
+  }
+  const slow = of("slow-manager");
+  if (slow.length > 0) {
+    md.push("**The slow manager** (every byte from the managers held 5 s; the webhook's `timeoutSeconds: 3`, `failurePolicy: Ignore`):", "");
+    md.push("| op | writes | latency min / median / max | refused | admitted unlabelled | labelled by the labeller after | status |", "|---|---|---|---|---|---|---|");
+    for (const r of slow) {
+      const op = extraStr(r, "op") ?? "";
+      const refused = of("slow-manager-refused").find((x) => extraStr(x, "op") === op);
+      const c = refused === undefined ? [] : checksFor(run, refused);
+      md.push(
+        `| ${op.toUpperCase()} | ${extraNum(r, "writes") ?? "?"} | ${fmtNum(extraNum(r, "minMs") ?? 0)} / ${fmtNum(extraNum(r, "medianMs") ?? 0)} / ${fmtNum(r.candidate.value)} ms | ${refused === undefined ? "?" : fmtNum(refused.candidate.value)} | ${extraNum(r, "admittedUnlabelled") ?? "?"} | ${fmtNum(extraNum(r, "labelledAfterMs") ?? 0)} ms | ${status(c)} |`,
+      );
+    }
+    md.push("");
+  }
+  const cpu = of("cpu").filter((r) => r.target !== undefined);
+  for (const r of cpu) md.push(`Quick-run judge, ${r.name}: ${fmtNum(r.candidate.value)} ms against the apiserver's ${fmtNum(r.baseline.value)} ms, **${fmtNum(r.ratio)}×** (${targetText(checksFor(run, r))}, ${status(checksFor(run, r))}).`, "");
+  return { md, svgs };
+}
+
 /** Least squares for y = a + b/N; undefined with fewer than two points. */
 export function fitInverse(ns: readonly number[], ys: ReadonlyArray<number | undefined>): { a: number; b: number } | undefined {
   return fitLine(ns.map((n, i) => [1 / n, ys[i]] as const).filter((p): p is readonly [number, number] => p[1] !== undefined && Number.isFinite(p[1])));
@@ -311,7 +392,7 @@ function summaryRows(file: ResultsFile): string[] {
               ? p8Summary(results.map(({ r }) => r))
               : checks.length === 0
                 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ")
-                : checks.map((c) => `${shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
+                : checks.map((c) => `${t.id === "S3" ? c.name : shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
       const missing = runs.filter((r) => r.status !== "ok");
       st = status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
     }
@@ -406,6 +487,12 @@ export function writeReport(file: ResultsFile, root: string): void {
     } else if (t.id === "P5") {
       for (const run of runs) {
         const s = p5Section(run);
+        md.push(...s.md);
+        Object.assign(svgs, s.svgs);
+      }
+    } else if (t.id === "S3") {
+      for (const run of runs) {
+        const s = s3Section(run);
         md.push(...s.md);
         Object.assign(svgs, s.svgs);
       }
