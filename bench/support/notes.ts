@@ -135,6 +135,14 @@ const p8 = `**How it is measured.** P5's machinery (\`runConfig\` in bench/macro
 
 **What it shows.** With the gate off, shardselector mode reads 1.0× of total per proxy (P5, "the price of fallback"); labels mode reads the same 1/N as shardselector mode with the gate on, because the apiserver applies the label selector \`shard.shardcar.io/bench in (…)\` on every version. The cost is on the write side: every object needs the label (the manager's webhook and backfill, docs/operations.md), and the proxy still scans every list item and watch event to check it (the filter path, P3/P4 speeds), since a label selector carries no \`shardInfo\` to vouch for a fast path.`;
 
+const s1 = `**How it is measured** (bench/macro/s1-ring-scale.ts). M ring members over P pods on a devapi process (full: 64 × 200,000; quick: 16 × 20,000; \`S1_MEMBERS\`, \`S1_PODS\` override), gate on, shardselector mode, under the real coordinator: a \`shardcar manager\` process whose leader runs \`runCoordinator\`; its CPU and RSS are read from /proc. **Members are processes:** every member is a real \`shardcar proxy --shards ring\` process (its ring member, Lease, handoff ledger, filters and synthetic DELETEs, the CLI's default timings). **The controllers behind them are in-process:** 64 client-node informer processes (~100 MB and a core-second each) do not fit beside 64 proxies on 2 cores, so one process (bench/support/reflector-fleet.ts) runs client-node's own reflector (\`ListWatch\` + \`Watch\`) per member, over verified TLS to that member's proxy, keeping each pod's identity only and reading LISTs as a stream. The proxy cannot tell them from informers.
+
+**Steps.** Start (M proxies spawned four at a time, as a Deployment's replicas under a running manager), scale M → M+1, a leave (SIGTERM: the proxy hands its slots on, then exits), a crash (SIGKILL: the leader waits for the Lease to expire, fences it, hands its slots on). Each step is timed from the action to **exact coverage**: the committed table holds exactly the live members with nothing pending, every proxy enforces its committed slots at the committed generation (its \`/debug/shardcar\`), and every cache holds exactly the pods of its slots. LISTs are counted at devapi (and per proxy) against the gains in the step's handoffs (a member gaining slots in one handoff: one LIST). The relist budget is the most LIST answers streaming at once (from response headers to the last byte, as the reflectors saw them) against \`spec.relistBudget\` (2); start and crash are exempt (the first table, and coverage beats the budget after a crash). The coverage bound is P7's: lease duration + one member's list, plus a retry period for a crash.
+
+**ShardRing size.** Measured: the largest object the ring watch delivered during the run. Computed (bench/support/ring-status-size.ts, with the leader's own \`composeStatus\` from src/ring/coordinator.ts): the worst case for growing N (253-character member names, every slot its own run, a handoff in flight), and the largest member count that stays under etcd's 1.5 MiB; the table has one owner per slot, so the size stops growing at N = slot count.
+
+**Duration.** Quick: about 1 minute on an idle 2-core machine (58 s measured at 16 × 20,000). Full (64 × 200,000): not yet run on this machine; expect 10–20 minutes (devapi building 200,000 pods, 64 proxy starts, one 200,000-pod cold list spread over 64 members, 20 s idle, a crash waiting out a 15 s lease).`;
+
 const profile = `Tools: \`node bench/support/profile-proxy.ts [--path …]\` (a \`shardcar proxy\` process under \`--cpu-prof\` with closed-loop load; prints self and inclusive time by function), \`node bench/support/proxy-cost.ts before=<dist/cli/bin.js> after=<…> bare\` (proxy CPU per request, builds alternating). Before/after figures below are from those tools, each change in its own commit.
 
 | change | what the profile showed | before → after (proxy CPU per request, min / median) | commit |
@@ -153,7 +161,7 @@ Candidates from the issue that the profiles ruled out, so nothing was changed:
 
 export const NOTES: Notes = {
   summary,
-  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8 },
+  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8, S1: s1 },
   pending: {
     P7: "Pending: the ring is not integrated with the proxy yet.",
   },

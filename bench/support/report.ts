@@ -25,6 +25,7 @@ const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P6b", what: "sidecar under load", target: "RSS growth over idle ≤ 32 MB while streaming a 100 MB list and 5 minutes of churn, fast and slow (2 MB/s) client" },
   { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
+  { id: "S1", what: "the ring at scale: 64 members over 200,000 objects, start, scale 64 → 65, a leave, a crash", target: "after each step, exact coverage within lease duration + one list (a crash: + a retry period); LISTs ≤ one per gaining member; at most spec.relistBudget LISTs at once (graceful steps); ShardRing ≤ 1.5 MiB" },
 ];
 
 // P3-rss belongs to P3; P5m and P6b are targets of their own.
