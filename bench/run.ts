@@ -62,6 +62,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "s3-write-path", file: "macro/s3-write-path.ts", kind: "macro", covers: ["S3"], summary: "the stamping webhook's added CREATE/UPDATE latency through the real apiserver kit's admission chain at 50/200/1,000 creates/s, 1 and 3 manager replicas; writes while the manager is slow (timeout 3 s, failurePolicy Ignore)", timeoutS: [300, 1800] },
   { name: "p8-labels", file: "macro/p8-labels.ts", kind: "macro", covers: ["P8"], summary: "N = 1, 2, 4, 8 informers behind proxies in labels mode with the gate off, next to shardselector mode with the gate on: upstream bytes per proxy", timeoutS: [150, 3600] },
   { name: "s2-labeller", file: "macro/s2-labeller.ts", kind: "macro", covers: ["S2"], summary: "the labeller's first backfill of 200,000 unlabelled objects on the real apiserver kit: time to Labelled=True at the default and a raised rate ceiling vs the fixed 20/s, the kit's CPU", timeoutS: [300, 2400] },
+  { name: "s1-ring-scale", file: "macro/s1-ring-scale.ts", kind: "macro", covers: ["S1"], summary: "64 ring members (proxy processes) over 200,000 pods under the real coordinator: start, scale 64 → 65, a leave, a crash; time to exact coverage, LISTs per step, relist budget, coordinator CPU/RSS, ShardRing size", timeoutS: [300, 3600] },
 ];
 
 export type RunStatus = "ok" | "failed" | "missing";

@@ -27,6 +27,7 @@ const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
   { id: "S2", what: "the labeller's first backfill of 200,000 objects (real apiserver kit)", target: "default rate: ≥ 10× faster to Labelled=True than the fixed 20/s (issue 25: not hours)" },
   { id: "S3", what: "the write path: latency the stamping webhook adds to CREATE and UPDATE through the real apiserver's admission chain, 1 and 3 manager replicas; writes while the manager is slow", target: "p99 added ≤ 5 ms at 200 creates/s (issue 25); no write refused, at any rate nor while the manager is slow" },
+  { id: "S1", what: "the ring at scale: 64 members over 200,000 objects, start, scale 64 → 65, a leave, a crash", target: "after each step, exact coverage within lease duration + one list (a crash: + a retry period); LISTs ≤ one per gaining member; at most spec.relistBudget LISTs at once (graceful steps); ShardRing ≤ 1.5 MiB" },
 ];
 
 // P3-rss belongs to P3; P5m and P6b are targets of their own.

@@ -637,19 +637,11 @@ class RingController {
   }
 
   async #writeStatus(obj: RingObject, state: RingState | undefined): Promise<void> {
-    const cov = state === undefined ? { readyRatio: 0, overlapRatio: 0 } : coverage(state);
     // Without a state of our own (a spec we never could run), keep whatever
     // tables are there: a later leader may still adopt them.
     const kept = state === undefined && typeof obj.status === "object" && obj.status !== null ? (obj.status as Partial<ShardRingStatusJson>) : {};
     const extras = (this.#s.o.tasks ?? []).map((t) => t.status(this.#ns, this.#name)).filter((x) => x !== undefined);
-    const status: Partial<ShardRingStatusJson> = {
-      ...kept,
-      ...(state === undefined ? {} : { ...encodeTables(tablesOf(state)), slotCount: state.slotCount }),
-      ...extras.reduce<Record<string, unknown>>((all, x) => ({ ...all, ...x.fields }), {}),
-      // Rounded so that noise below a thousandth does not cost a write.
-      coverage: { readyRatio: Math.round(cov.readyRatio * 1000) / 1000, overlapRatio: Math.round(cov.overlapRatio * 1000) / 1000 },
-      conditions: [this.#condition, ...extras.flatMap((x) => x.conditions)],
-    };
+    const status = composeStatus(state, kept, extras, this.#condition);
     const json = JSON.stringify(status);
     let cur = obj;
     for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
@@ -688,6 +680,23 @@ class RingController {
     }
     this.#schedule(WRITE_RETRY_MS);
   }
+}
+
+/**
+ * The ShardRing status the leader writes for `state`: what `kept` holds
+ * (used only without a state of its own), its tables, the leader tasks'
+ * fields, coverage and conditions. Pure; the S1 bench sizes statuses with it.
+ */
+export function composeStatus(state: RingState | undefined, kept: Partial<ShardRingStatusJson>, extras: readonly RingStatusExtra[], condition: RingCondition): Partial<ShardRingStatusJson> {
+  const cov = state === undefined ? { readyRatio: 0, overlapRatio: 0 } : coverage(state);
+  return {
+    ...kept,
+    ...(state === undefined ? {} : { ...encodeTables(tablesOf(state)), slotCount: state.slotCount }),
+    ...extras.reduce<Record<string, unknown>>((all, x) => ({ ...all, ...x.fields }), {}),
+    // Rounded so that noise below a thousandth does not cost a write.
+    coverage: { readyRatio: Math.round(cov.readyRatio * 1000) / 1000, overlapRatio: Math.round(cov.overlapRatio * 1000) / 1000 },
+    conditions: [condition, ...extras.flatMap((x) => x.conditions)],
+  };
 }
 
 /**
