@@ -60,6 +60,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "p6b-load", file: "macro/p6b-load.ts", kind: "macro", covers: ["P6b"], summary: "`shardcar proxy` RSS growth over idle through a 100 MB list and 5 minutes of churn, fast and 2 MB/s client, gate on and off", timeoutS: [120, 1200] },
   { name: "p7-scale-out", file: "macro/p7-scale-out.ts", kind: "macro", covers: ["P7"], summary: "ring scale-out by one member: full relists and convergence vs lease duration + one list", timeoutS: [120, 900] },
   { name: "p8-labels", file: "macro/p8-labels.ts", kind: "macro", covers: ["P8"], summary: "N = 1, 2, 4, 8 informers behind proxies in labels mode with the gate off, next to shardselector mode with the gate on: upstream bytes per proxy", timeoutS: [150, 3600] },
+  { name: "s4-selector-cost", file: "macro/s4-selector-cost.ts", kind: "macro", covers: ["S4"], summary: "the real apiserver kit's CPU per watch event with N watchers in labels mode (`in (slots)`), shardselector mode and unfiltered, N = 8 and 32", timeoutS: [240, 3600] },
 ];
 
 export type RunStatus = "ok" | "failed" | "missing";

@@ -123,12 +123,12 @@ const envNum = (name: string, dflt: number): number => Number(envStr(name) ?? df
 
 function sizesFor(quick: boolean): Sizes {
   return {
-    ns: (envStr("S4_NS") ?? (quick ? "8" : "8,32")).split(",").map(Number),
+    ns: (envStr("S4_NS") ?? (quick ? "4" : "8,32")).split(",").map(Number),
     clients: (envStr("S4_CLIENTS") ?? (quick ? "proxies" : "proxies,direct")).split(",") as Clients[],
-    writes: envNum("S4_WRITES", 300),
+    writes: envNum("S4_WRITES", quick ? 200 : 300),
     rate: envNum("S4_RATE", 100),
     objects: envNum("S4_OBJECTS", quick ? 256 : 512),
-    rounds: envNum("S4_ROUNDS", quick ? 4 : 8),
+    rounds: envNum("S4_ROUNDS", quick ? 3 : 8),
     idleMs: envNum("S4_IDLE_MS", 2000),
     bytes: envNum("S4_BYTES", 3000),
   };
