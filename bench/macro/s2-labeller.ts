@@ -21,8 +21,6 @@
  *
  * Usage: node bench/macro/s2-labeller.ts [--quick]; S2_OBJECTS overrides N.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
 import { ApiClient, kubeConfigConnection } from "../../src/kube/client.ts";
@@ -40,10 +38,6 @@ const NS = "s2";
 const SLOTS = 256;
 const r1 = (x: number): number => Math.round(x * 10) / 10;
 
-function kitPids(api: RealApi): number[] {
-  const env = readFileSync(join(api.runDir, "env"), "utf8");
-  return ["REALAPI_PID", "ETCD_PID"].map((k) => Number(new RegExp(`^${k}=(\\d+)`, "m").exec(env)?.[1] ?? NaN)).filter((p) => Number.isFinite(p));
-}
 const kitCpuMs = (pids: readonly number[]): number => pids.reduce((n, p) => n + cpuMsOf(p), 0);
 
 function clientOf(api: RealApi): ApiClient {
@@ -125,7 +119,7 @@ export const bench: Bench = async ({ quick }) => {
   const objects = Number(process.env["S2_OBJECTS"] ?? (quick ? 5_000 : 200_000));
   const api = await startRealApi("off");
   try {
-    const pids = kitPids(api);
+    const pids = [api.pids.server, api.pids.etcd];
     const seed0 = performance.now();
     await seedConfigMaps(api, NS, 0, objects, 400, 32);
     const seedS = (performance.now() - seed0) / 1000;

@@ -42,7 +42,7 @@
  */
 import type { Bench, BenchResult } from "../lib.ts";
 import type { RateResult } from "../support/loadgen.ts";
-import { call } from "../support/realapi.ts";
+import { callRealApi as call } from "../support/realapi.ts";
 import { ask, forkTs, stopAll, type Child } from "../support/proc.ts";
 import { configMapBody, configMapUrl, LABEL, WritePathRig } from "../support/write-path-rig.ts";
 

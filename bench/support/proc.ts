@@ -171,6 +171,20 @@ export function cpuMsOf(pid: number): number {
   }
 }
 
+/**
+ * Bytes process `pid` has passed to write-like system calls so far
+ * (`wchar` in /proc/<pid>/io: sockets included, so TLS records as sent);
+ * NaN when it is gone or not readable.
+ */
+export function writtenBytesOf(pid: number): number {
+  try {
+    const m = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, "utf8"));
+    return m === null ? Number.NaN : Number(m[1]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** A loopback port that was free a moment ago (bind 0, read, close). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -27,14 +27,16 @@ export interface RealApi {
   readonly caPem: string;
   readonly runDir: string;
   readonly gate: "on" | "off";
+  /** The processes start.sh started, for their CPU and I/O in /proc. */
+  readonly pids: { readonly server: number; readonly etcd: number };
 }
 
 /**
  * Starts etcd + realapi-server with the gate; `runDir` reuses an earlier
- * run's data (a restart); `env` adds variables for start.sh (e.g.
+ * run's data (a restart); `extraEnv` adds variables for start.sh (e.g.
  * `REALAPI_WEBHOOK_SERVICES`).
  */
-export async function startRealApi(gate: "on" | "off", runDir?: string, env: Readonly<Record<string, string>> = {}): Promise<RealApi> {
+export async function startRealApi(gate: "on" | "off", runDir?: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<RealApi> {
   const cache = process.env["SHARDCAR_REALAPI_CACHE"] ?? join(homedir(), ".cache", "shardcar-realapi");
   if (!existsSync(join(KIT, "start.sh"))) throw new BenchSkipped(`${KIT} is not beside the repository`);
   if (!existsSync(join(cache, "bin", "realapi-server"))) throw new BenchSkipped(`the real API server is not built (${cache}/bin; run ../shared/realapi/setup.sh or npm run test:real once)`);
@@ -45,7 +47,7 @@ export async function startRealApi(gate: "on" | "off", runDir?: string, env: Rea
   // started, so try again on fresh ports (as test/real/run.sh does).
   for (let attempt = 1; ; attempt++) {
     try {
-      stdout = (await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, ...env, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 })).stdout;
+      stdout = (await run(join(KIT, "start.sh"), [gate], { env: { ...process.env, ...extraEnv, REALAPI_RUN_DIR: dir }, maxBuffer: 1024 * 1024 })).stdout;
       break;
     } catch (e) {
       const stderr = (e as { stderr?: string }).stderr ?? "";
@@ -54,12 +56,15 @@ export async function startRealApi(gate: "on" | "off", runDir?: string, env: Rea
       throw e;
     }
   }
-  const printed = Object.fromEntries(stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
-  const url = printed["REALAPI_URL"];
-  const token = printed["REALAPI_TOKEN"];
-  const caFile = printed["REALAPI_CA"];
+  const env = Object.fromEntries(stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+  const url = env["REALAPI_URL"];
+  const token = env["REALAPI_TOKEN"];
+  const caFile = env["REALAPI_CA"];
+  const server = Number(env["REALAPI_PID"]);
+  const etcd = Number(env["ETCD_PID"]);
   if (url === undefined || token === undefined || caFile === undefined) throw new Error(`start.sh printed no REALAPI_URL/TOKEN/CA:\n${stdout}`);
-  return { url, token, caFile, caPem: readFileSync(caFile, "utf8"), runDir: dir, gate };
+  if (!Number.isInteger(server) || !Number.isInteger(etcd)) throw new Error(`start.sh printed no REALAPI_PID/ETCD_PID:\n${stdout}`);
+  return { url, token, caFile, caPem: readFileSync(caFile, "utf8"), runDir: dir, gate, pids: { server, etcd } };
 }
 
 /** Stops it (by PID, through stop.sh); `clean` also removes its data. */
@@ -69,7 +74,8 @@ export async function stopRealApi(api: RealApi, clean: boolean): Promise<void> {
 
 const agents = new WeakMap<RealApi, Agent>();
 
-export function call(api: RealApi, method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
+/** One request over the kit's keep-alive agent (16 sockets), JSON in and out; `contentType` for PATCH. */
+export function callRealApi(api: RealApi, method: string, path: string, body?: unknown, contentType = "application/json"): Promise<{ status: number; body: string }> {
   let agent = agents.get(api);
   if (agent === undefined) {
     agent = new Agent({ keepAlive: true, maxSockets: 16, ca: api.caPem });
@@ -77,7 +83,7 @@ export function call(api: RealApi, method: string, path: string, body?: unknown)
   }
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = request(new URL(path, api.url), { method, agent, headers: { authorization: `Bearer ${api.token}`, accept: "application/json", ...(payload === undefined ? {} : { "content-type": "application/json" }) } }, (res) => {
+    const req = request(new URL(path, api.url), { method, agent, headers: { authorization: `Bearer ${api.token}`, accept: "application/json", ...(payload === undefined ? {} : { "content-type": contentType }) } }, (res) => {
       const parts: Buffer[] = [];
       res.on("data", (b: Buffer) => parts.push(b));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts).toString("utf8") }));
@@ -94,13 +100,13 @@ export function call(api: RealApi, method: string, path: string, body?: unknown)
  * requests at a time.
  */
 export async function seedConfigMaps(api: RealApi, namespace: string, from: number, to: number, bytes: number, concurrency = 16): Promise<void> {
-  const ns = await call(api, "POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
+  const ns = await callRealApi(api, "POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
   if (ns.status !== 201 && ns.status !== 409) throw new Error(`creating namespace ${namespace}: HTTP ${ns.status} ${ns.body}`);
   const pad = "x".repeat(Math.max(0, bytes - 300));
   let next = from;
   const worker = async (): Promise<void> => {
     for (let i = next++; i < to; i = next++) {
-      const r = await call(api, "POST", `/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: `cm-${String(i).padStart(6, "0")}`, labels: { bench: "p5m" } }, data: { index: String(i), payload: pad } });
+      const r = await callRealApi(api, "POST", `/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: `cm-${String(i).padStart(6, "0")}`, labels: { bench: "p5m" } }, data: { index: String(i), payload: pad } });
       if (r.status !== 201 && r.status !== 409) throw new Error(`creating configmap ${i} in ${namespace}: HTTP ${r.status} ${r.body}`);
     }
   };
@@ -109,14 +115,7 @@ export async function seedConfigMaps(api: RealApi, namespace: string, from: numb
 
 /** Every ConfigMap's uid in `namespace` (one unsharded JSON list). */
 export async function configMapUids(api: RealApi, namespace: string): Promise<string[]> {
-  const r = await call(api, "GET", `/api/v1/namespaces/${namespace}/configmaps`);
+  const r = await callRealApi(api, "GET", `/api/v1/namespaces/${namespace}/configmaps`);
   if (r.status !== 200) throw new Error(`listing configmaps in ${namespace}: HTTP ${r.status}`);
   return ((JSON.parse(r.body) as { items?: Array<{ metadata?: { uid?: string } }> }).items ?? []).map((o) => o.metadata?.uid ?? "");
-}
-
-/** The PIDs of the kit's two processes (from the run directory's `env`, which start.sh writes), for their CPU time. */
-export function realApiPids(api: RealApi): { readonly apiserver: number; readonly etcd: number } {
-  const env = readFileSync(join(api.runDir, "env"), "utf8");
-  const pid = (key: string): number => Number(new RegExp(`^${key}=(\\d+)$`, "m").exec(env)?.[1] ?? Number.NaN);
-  return { apiserver: pid("REALAPI_PID"), etcd: pid("ETCD_PID") };
 }

@@ -29,7 +29,7 @@ import { load } from "js-yaml";
 import { createLocalCa } from "../../src/pki/ca.ts";
 import { slotLabelKey } from "../../src/shard/slots.ts";
 import { webhookDnsNames } from "../../src/webhook/certs.ts";
-import { call, realApiPids, startRealApi, stopRealApi, type RealApi } from "./realapi.ts";
+import { callRealApi as call, startRealApi, stopRealApi, type RealApi } from "./realapi.ts";
 import { CLI, Child, cpuMsOf, httpGet, start, until } from "./proc.ts";
 import { TcpBalancer } from "./tcp-balancer.ts";
 
@@ -225,7 +225,7 @@ export class WritePathRig {
 
   /** CPU ms so far: the apiserver, etcd, each manager, and this process (the balancer runs in it). */
   cpu(): { apiserver: number; etcd: number; managers: number[]; bench: number } {
-    const pids = realApiPids(this.api);
+    const pids = { apiserver: this.api.pids.server, etcd: this.api.pids.etcd };
     const own = process.cpuUsage();
     return { apiserver: cpuMsOf(pids.apiserver), etcd: cpuMsOf(pids.etcd), managers: this.managers.map((m) => cpuMsOf(m.child.pid)), bench: (own.user + own.system) / 1000 };
   }
