@@ -113,5 +113,5 @@ export async function paced(count: number, perSecond: number, write: (i: number)
     pending.add(p);
   }
   await Promise.all(pending);
-  if (failed !== undefined) throw failed instanceof Error ? failed : new Error(String(failed));
+  if (failed !== undefined) throw failed instanceof Error ? failed : new Error(`a write failed: ${JSON.stringify(failed)}`);
 }
