@@ -36,8 +36,9 @@ import { fileURLToPath } from "node:url";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import type { Bench, BenchResult } from "../lib.ts";
 import type { MeasureReply } from "../support/controller-child.ts";
-import { ask, forkTs, rssOf, stopAll, until, type Child } from "../support/proc.ts";
-import { podMemory } from "../support/pod-memory.ts";
+import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../support/memory.ts";
+import { ask, forkTs, stopAll, until, type Child } from "../support/proc.ts";
+import { NO_MEMORY, podMemory, type PodFigures } from "../support/pod-memory.ts";
 import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import type { ChurnReply } from "../support/scale-devapi.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
@@ -58,7 +59,7 @@ export type Mode = "on" | "off" | "none" | "labels";
 /** The ring whose slot label P8's devapi writes on every pod. */
 export const LABELS_RING = "bench";
 
-export interface ReplicaFigures {
+export interface ReplicaFigures extends PodFigures {
   readonly objects: number;
   readonly expected: number;
   readonly outOfRange: number;
@@ -66,12 +67,6 @@ export interface ReplicaFigures {
   readonly wireToController: number;
   readonly upstreamBytes: number;
   readonly heapUsed: number;
-  /** After two forced GCs: the controller at rest. */
-  readonly controllerRss: number;
-  /** VmHWM: the controller's peak (its initial list, as a rule). */
-  readonly controllerPeakRss: number;
-  readonly proxyRss: number;
-  readonly proxyPeakRss: number;
   readonly syncMs: number;
 }
 
@@ -88,6 +83,9 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
     mode === "none"
       ? []
       : await Promise.all(matchers.map((_, i) => startProxyProc({ name: `proxy-${i}/${n}`, upstream: devapiUrl, tls, shards: `${i}/${n}`, ...(mode === "labels" ? { extraArgs: ["--filter", "labels", "--ring", LABELS_RING] } : {}) })));
+  // Peaks of anonymous memory and PSS (VmHWM is RSS only), from each process's start.
+  const proxySamplers = proxies.map((p) => new MemorySampler(p.child.pid));
+  const controllerSamplers: MemorySampler[] = [];
   const controllers: Child[] = [];
   try {
     const synced = await Promise.all(
@@ -95,6 +93,7 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
         const args = ["--server", proxies[i]?.url ?? devapiUrl, "--ca", tls.caFile, "--token", `bench-controller-${i}`, ...(mode === "none" ? [] : ["--shard", `${i}/${n}`])];
         const c = forkTs(`controller-${i}/${n}-${mode}`, CONTROLLER, args, ["--expose-gc"]);
         controllers.push(c);
+        controllerSamplers[i] = new MemorySampler(c.pid);
         return ask<{ objects: number; ms: number }>(c, { type: "" }, "synced", 300_000);
       }),
     );
@@ -113,12 +112,15 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
       100,
     );
     if (!caughtUp) throw new Error(`N=${n} ${mode}: caches did not catch up with the churn within 60 s`);
+    const proxyPeaks = proxySamplers.map((s) => s.stop());
+    const controllerPeaks = controllerSamplers.map((s) => s.stop());
     const measures = await Promise.all(controllers.map((c) => ask<MeasureReply>(c, { type: "measure" }, "measure", 60_000)));
+    // At rest: right after the two forced GCs of "measure".
+    const controllerRest = controllers.map((c) => memoryNow(c.pid));
     const stats = await Promise.all(proxies.map((p) => proxyStats(p)));
     return measures.map((m, i) => {
       const p = proxies[i];
-      const mem = p === undefined ? { rss: 0, peak: 0 } : rssOf(p.child.pid);
-      const ctl = rssOf(controllers[i]?.pid ?? -1);
+      const hwm = (pid: number | undefined): number => (pid === undefined ? 0 : procMemory(pid).hwm);
       return {
         objects: m.objects,
         expected: mode === "none" ? uids.length : uids.filter((u) => matchers[i]?.matchesString(u) ?? false).length,
@@ -127,14 +129,15 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
         wireToController: m.wireBytes,
         upstreamBytes: stats[i]?.upstreamBytes ?? 0,
         heapUsed: m.heapUsed,
-        controllerRss: m.rss,
-        controllerPeakRss: ctl.peak,
-        proxyRss: mem.rss,
-        proxyPeakRss: mem.peak,
+        controllerPeak: { ...(controllerPeaks[i] ?? NO_MEMORY), rss: hwm(controllers[i]?.pid) },
+        proxyPeak: p === undefined ? NO_MEMORY : { ...(proxyPeaks[i] ?? NO_MEMORY), rss: hwm(p.child.pid) },
+        controllerRest: controllerRest[i] ?? NO_MEMORY,
+        proxyRest: p === undefined ? NO_MEMORY : memoryNow(p.child.pid),
         syncMs: synced[i]?.ms ?? 0,
       };
     });
   } finally {
+    for (const s of [...proxySamplers, ...controllerSamplers]) s.stop();
     await Promise.all(controllers.map((c) => c.stop()));
     await Promise.all(proxies.map((p) => p.child.stop()));
   }
@@ -163,8 +166,9 @@ export const bench: Bench = async ({ quick }) => {
       // total: what one controller receives when it lists and watches everything.
       const total = mean(figs.none.map((f) => f.bytesToController));
       const noneHeap = mean(figs.none.map((f) => f.heapUsed));
-      const noneRss = mean(figs.none.map((f) => f.controllerRss));
-      const nonePeak = mean(figs.none.map((f) => f.controllerPeakRss));
+      const noneRss = mean(figs.none.map((f) => f.controllerRest.rss));
+      const meanOf = (pick: (f: ReplicaFigures) => MemoryFigures): MemoryFigures => ({ rss: mean(figs.none.map((f) => pick(f).rss)), anon: mean(figs.none.map((f) => pick(f).anon)), pss: mean(figs.none.map((f) => pick(f).pss)) });
+      const unsharded = { peak: meanOf((f) => f.controllerPeak), rest: meanOf((f) => f.controllerRest) };
       for (const mode of ["on", "off"] as const) {
         const f = figs[mode];
         const exact = f.every((x) => x.objects === x.expected && x.outOfRange === 0);
@@ -215,7 +219,7 @@ export const bench: Bench = async ({ quick }) => {
           ratio: noneHeap / heap,
           extra: { ...common, metric: "controller-heap", meanMB: r1(mean(f.map((x) => x.heapUsed)) / MB) },
         });
-        const perReplica = maxOf(f.map((x) => x.controllerRss + x.proxyRss));
+        const perReplica = maxOf(f.map((x) => x.controllerRest.rss + x.proxyRest.rss));
         results.push({
           id: "P5",
           name: `memory per replica (controller RSS + proxy RSS), gate ${mode}, N=${n}`,
@@ -225,14 +229,14 @@ export const bench: Bench = async ({ quick }) => {
           extra: {
             ...common,
             metric: "replica-rss",
-            proxyRssMaxMB: r1(maxOf(f.map((x) => x.proxyRss)) / MB),
-            proxyPeakRssMaxMB: r1(maxOf(f.map((x) => x.proxyPeakRss)) / MB),
-            controllerRssMaxMB: r1(maxOf(f.map((x) => x.controllerRss)) / MB),
+            proxyRssMaxMB: r1(maxOf(f.map((x) => x.proxyRest.rss)) / MB),
+            proxyPeakRssMaxMB: r1(maxOf(f.map((x) => x.proxyPeak.rss)) / MB),
+            controllerRssMaxMB: r1(maxOf(f.map((x) => x.controllerRest.rss)) / MB),
             syncMsMax: Math.round(maxOf(f.map((x) => x.syncMs))),
             syncMsNoProxy: Math.round(maxOf(figs.none.map((x) => x.syncMs))),
           },
         });
-        results.push(...podMemory("client-node", n, mode, f, { peak: nonePeak, rest: noneRss }, { pods, churn: churn.count, exact: common.exact }));
+        results.push(...podMemory("client-node", n, mode, f, unsharded, { pods, churn: churn.count, exact: common.exact }));
       }
     }
     return results;

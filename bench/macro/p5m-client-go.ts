@@ -31,8 +31,9 @@ import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import { buildClientGoController, cachedClientGoController, startClientGoController, writeKubeconfig, type ClientGoController } from "../../test/support/client-go-controller.ts";
 import { BenchSkipped, type Bench, type BenchResult } from "../lib.ts";
 import { fitLine } from "../support/fit.ts";
-import { podMemory, type PodFigures } from "../support/pod-memory.ts";
-import { rssOf, sleep, stopAll, until } from "../support/proc.ts";
+import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../support/memory.ts";
+import { NO_MEMORY, podMemory, type PodFigures } from "../support/pod-memory.ts";
+import { sleep, stopAll, until } from "../support/proc.ts";
 import { startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import { configMapUids, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
@@ -67,6 +68,9 @@ const r1 = (x: number): number => Math.round(x * 10) / 10;
 async function replicas(s: Setup, namespace: string, n: number, sharded: boolean, uids: readonly string[]): Promise<Figures[]> {
   const proxies: ProxyProc[] = [];
   const controllers: ClientGoController[] = [];
+  // Peaks of anonymous memory and PSS (VmHWM is RSS only), from each process's start.
+  const proxySamplers: MemorySampler[] = [];
+  const controllerSamplers: MemorySampler[] = [];
   try {
     for (let i = 0; i < n; i++) {
       let server = s.api.url;
@@ -74,11 +78,14 @@ async function replicas(s: Setup, namespace: string, n: number, sharded: boolean
       if (sharded) {
         const p = await startProxyProc({ name: `proxy-${i}/${n}`, upstream: s.api.url, tls: s.tls, shards: `${i}/${n}`, resources: "configmaps", upstreamCaFile: s.api.caFile });
         proxies.push(p);
+        proxySamplers.push(new MemorySampler(p.child.pid));
         server = p.url;
         caFile = s.tls.caFile;
       }
       const kubeconfig = writeKubeconfig(s.dir, server, caFile, s.api.token, `kubeconfig-${i}`);
-      controllers.push(await startClientGoController({ binary: s.binary, kubeconfig, resource: "configmaps", namespace }));
+      const c = await startClientGoController({ binary: s.binary, kubeconfig, resource: "configmaps", namespace });
+      controllers.push(c);
+      controllerSamplers.push(new MemorySampler(c.pid));
     }
     const wants = controllers.map((_, i) => {
       const m = sharded ? new HashMatcher([shardRange(i, n)]) : undefined;
@@ -87,22 +94,89 @@ async function replicas(s: Setup, namespace: string, n: number, sharded: boolean
     const synced = await until(async () => (await Promise.all(controllers.map((c) => c.status()))).every((st, i) => st.synced && st.objects === wants[i]?.size), 300_000, 200);
     if (!synced) throw new Error(`${n} client-go controllers on ${namespace} did not sync within 300 s; stderr:\n${controllers.map((c) => c.stderr().slice(-2000)).join("\n")}`);
     await sleep(1000);
+    const controllerPeaks = controllerSamplers.map((x) => x.stop());
+    const proxyPeaks = proxySamplers.map((x) => x.stop());
     const out: Figures[] = [];
     for (let i = 0; i < n; i++) {
       const c = controllers[i] as ClientGoController;
       const p = proxies[i];
       const items = (await c.objects()).items;
       const want = wants[i] ?? new Set<string>();
-      const peak = rssOf(c.pid).peak;
-      const rest = (await c.gc()).rss;
-      const pm = p === undefined ? { rss: 0, peak: 0 } : rssOf(p.child.pid);
-      out.push({ controllerPeakRss: peak, controllerRss: rest, proxyPeakRss: pm.peak, proxyRss: pm.rss, objects: items.length, exact: items.length === want.size && items.every((o) => want.has(o.uid)) });
+      const controllerPeak = { ...(controllerPeaks[i] ?? NO_MEMORY), rss: procMemory(c.pid).hwm };
+      await c.gc();
+      out.push({
+        controllerPeak,
+        controllerRest: memoryNow(c.pid),
+        proxyPeak: p === undefined ? NO_MEMORY : { ...(proxyPeaks[i] ?? NO_MEMORY), rss: procMemory(p.child.pid).hwm },
+        proxyRest: p === undefined ? NO_MEMORY : memoryNow(p.child.pid),
+        objects: items.length,
+        exact: items.length === want.size && items.every((o) => want.has(o.uid)),
+      });
     }
     return out;
   } finally {
+    for (const x of [...controllerSamplers, ...proxySamplers]) x.stop();
     await Promise.all(controllers.map((c) => c.stop()));
     await Promise.all(proxies.map((p) => p.child.stop()));
   }
+}
+
+/** Each figure's largest over `xs`. */
+function largest(xs: readonly MemoryFigures[]): MemoryFigures {
+  return { rss: Math.max(...xs.map((x) => x.rss)), anon: Math.max(...xs.map((x) => x.anon)), pss: Math.max(...xs.map((x) => x.pss)) };
+}
+
+/** A pod's peak: the sum of its two processes' peaks, each figure. */
+const podPeak = (f: PodFigures): MemoryFigures => ({ rss: f.controllerPeak.rss + f.proxyPeak.rss, anon: f.controllerPeak.anon + f.proxyPeak.anon, pss: f.controllerPeak.pss + f.proxyPeak.pss });
+
+/**
+ * The break-even size in one measure (RSS, with design.md's target, or
+ * anonymous memory, reported): where the line through the curve's points
+ * (pod at N = 2 against the unsharded controller) crosses pod = unsharded.
+ *
+ * At N = 2 a pod is pod ≈ F + (U − F)/2 + S (floor F, unsharded peak U,
+ * sidecar peak S), which crosses pod = U at U = F + 2S. The full run's
+ * curve reaches past that point and judges the line through it. The quick
+ * curve is three small caches far below it: the line's slope comes out
+ * near 1, so a few MB of noise in one point moved its crossing from 150 to
+ * 480 MB run to run. The quick run judges F + 2S instead, from this run's
+ * own floor and sidecar; the line is printed.
+ */
+function breakEven(
+  key: "rss" | "anon",
+  points: ReadonlyArray<{ readonly one: MemoryFigures; readonly pod: MemoryFigures }>,
+  quick: boolean,
+  floor: MemoryFigures | undefined,
+  sidecar: MemoryFigures | undefined,
+  floorExtra: Readonly<Record<string, number>>,
+): BenchResult | undefined {
+  const xy = points.map((p) => [p.one[key], p.pod[key]] as const);
+  const fit = fitLine(xy);
+  if (fit === undefined) return undefined;
+  const model = floor !== undefined && sidecar !== undefined ? floor[key] + 2 * sidecar[key] : undefined;
+  // pod = a + b·unsharded crosses pod = unsharded at a / (1 − b).
+  const line = fit.b < 1 ? fit.a / (1 - fit.b) : Number.POSITIVE_INFINITY;
+  const value = quick && model !== undefined ? model : line;
+  const measuredMax = Math.max(...xy.map((p) => p[0]));
+  const what = key === "rss" ? "peak RSS" : "peak anonymous memory";
+  return {
+    id: "P5m",
+    name: key === "rss" ? "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less" : "break-even size (anonymous memory): the smallest unsharded client-go controller (peak anonymous memory) whose pod at N=2 costs less",
+    candidate: { label: value === line ? `break-even unsharded ${what} (line through the curve)` : `break-even unsharded ${what} (controller floor + 2 × sidecar peak)`, value: r1(value / MB), unit: "MB" },
+    baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MB), unit: "MB" },
+    ratio: measuredMax / value,
+    extra: {
+      ...(key === "rss" ? { targetMaxMB: TARGET_BREAK_EVEN_MB } : {}),
+      metric: key === "rss" ? "break-even" : "break-even-anon",
+      lineMB: r1(line / MB),
+      ...(model === undefined ? {} : { floorPlusTwoSidecarsMB: r1(model / MB), sidecarPeakMB: r1((sidecar?.[key] ?? 0) / MB) }),
+      fixedMB: r1(fit.a / MB),
+      slope: Math.round(fit.b * 1000) / 1000,
+      points: points.length,
+      withinMeasured: line <= measuredMax ? "yes" : "no",
+      ...floorExtra,
+    },
+  };
 }
 
 export const bench: Bench = async ({ quick }) => {
@@ -122,24 +196,33 @@ export const bench: Bench = async ({ quick }) => {
     const uids = await configMapUids(api, P5M_NS);
     const dataMB = r1((uids.length * bytes) / MB);
     const floor = (await replicas(s(), EMPTY_NS, 1, false, []))[0];
-    const floorExtra = { controllerFloorPeakMB: r1((floor?.controllerPeakRss ?? 0) / MB), controllerFloorRestMB: r1((floor?.controllerRss ?? 0) / MB) };
+    const floorExtra = {
+      controllerFloorPeakMB: r1((floor?.controllerPeak.rss ?? 0) / MB),
+      controllerFloorRestMB: r1((floor?.controllerRest.rss ?? 0) / MB),
+      controllerFloorPeakAnonMB: r1((floor?.controllerPeak.anon ?? 0) / MB),
+    };
     const unsharded = (await replicas(s(), P5M_NS, 1, false, uids))[0];
     if (unsharded === undefined) throw new Error("no unsharded figures");
-    const base = { peak: unsharded.controllerPeakRss, rest: unsharded.controllerRss };
+    const base = { peak: unsharded.controllerPeak, rest: unsharded.controllerRest };
     const results: BenchResult[] = [];
-    /** The sidecar's peak RSS at N = 2, gate on (the largest of the two proxies). */
-    let sidecarPeakN2: number | undefined;
+    /** The sidecar's peaks at N = 2, gate on (the largest of the two proxies, each figure). */
+    let sidecarPeakN2: MemoryFigures | undefined;
+    /** The pods' peaks at N = 2, gate on (the largest pod, each figure). */
+    let podPeakN2: MemoryFigures | undefined;
     const rows = async (gate: "on" | "off"): Promise<void> => {
       for (const n of ns) {
         const f = await replicas(s(), P5M_NS, n, true, uids);
-        if (gate === "on" && n === 2) sidecarPeakN2 = Math.max(...f.map((x) => x.proxyPeakRss));
+        if (gate === "on" && n === 2) {
+          sidecarPeakN2 = largest(f.map((x) => x.proxyPeak));
+          podPeakN2 = largest(f.map(podPeak));
+        }
         results.push(...podMemory("client-go", n, gate, f, base, { objects: uids.length, dataMB, exact: f.every((x) => x.exact) ? "yes" : "no", ...floorExtra }));
       }
     };
     await rows("on");
 
     // The break-even curve, gate on: one namespace grown step by step.
-    const points: Array<readonly [number, number]> = [];
+    const points: Array<{ readonly one: MemoryFigures; readonly pod: MemoryFigures }> = [];
     let seeded = 0;
     for (const size of curve) {
       await seedConfigMaps(api, CURVE_NS, seeded, size, bytes);
@@ -148,50 +231,32 @@ export const bench: Bench = async ({ quick }) => {
       const one = (await replicas(s(), CURVE_NS, 1, false, cu))[0];
       const two = await replicas(s(), CURVE_NS, 2, true, cu);
       if (one === undefined) continue;
-      const pod = Math.max(...two.map((x) => x.controllerPeakRss + x.proxyPeakRss));
-      points.push([one.controllerPeakRss, pod]);
-      results.push({
-        id: "P5m",
-        name: `break-even curve: client-go pod at N=2 vs unsharded, ${size} configmaps`,
-        candidate: { label: "pod at N=2 (controller + proxy peak RSS)", value: r1(pod / MB), unit: "MB" },
-        baseline: { label: "unsharded controller peak RSS", value: r1(one.controllerPeakRss / MB), unit: "MB" },
-        ratio: one.controllerPeakRss / pod,
-        extra: { metric: "break-even-point", objects: size, dataMB: r1((size * bytes) / MB), exact: two.every((x) => x.exact) ? "yes" : "no", ...floorExtra },
-      });
-    }
-    points.push([unsharded.controllerPeakRss, Math.max(...(results.filter((r) => r.extra?.["metric"] === "pod-peak" && r.extra["n"] === 2 && r.extra["gate"] === "on").map((r) => r.candidate.value * MB)))]);
-    const fit = fitLine(points);
-    // At N = 2 a pod is pod ≈ F + (U − F)/2 + S (floor F, unsharded peak
-    // U, sidecar peak S), which crosses pod = U at U = F + 2S. The full
-    // run's curve reaches past that point and judges the line through it.
-    // The quick curve is three small caches far below it: the line's slope
-    // comes out near 1, so a few MB of noise in one point moved its
-    // crossing from 150 to 480 MB run to run. The quick run judges F + 2S
-    // instead, from this run's own floor and sidecar; the line is printed.
-    const model = floor !== undefined && sidecarPeakN2 !== undefined ? floor.controllerPeakRss + 2 * sidecarPeakN2 : undefined;
-    if (fit !== undefined) {
-      // pod = a + b·unsharded crosses pod = unsharded at a / (1 − b).
-      const line = fit.b < 1 ? fit.a / (1 - fit.b) : Number.POSITIVE_INFINITY;
-      const breakEven = quick && model !== undefined ? model : line;
-      const measuredMax = Math.max(...points.map((p) => p[0]));
-      results.push({
-        id: "P5m",
-        name: "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less",
-        candidate: { label: breakEven === line ? "break-even unsharded peak RSS (line through the curve)" : "break-even unsharded peak RSS (controller floor + 2 × sidecar peak)", value: r1(breakEven / MB), unit: "MB" },
-        baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MB), unit: "MB" },
-        ratio: measuredMax / breakEven,
-        extra: {
-          targetMaxMB: TARGET_BREAK_EVEN_MB,
-          metric: "break-even",
-          lineMB: r1(line / MB),
-          ...(model === undefined ? {} : { floorPlusTwoSidecarsMB: r1(model / MB), sidecarPeakMB: r1((sidecarPeakN2 ?? 0) / MB) }),
-          fixedMB: r1(fit.a / MB),
-          slope: Math.round(fit.b * 1000) / 1000,
-          points: points.length,
-          withinMeasured: line <= measuredMax ? "yes" : "no",
-          ...floorExtra,
+      const pod = largest(two.map(podPeak));
+      points.push({ one: one.controllerPeak, pod });
+      const pointExtra = { objects: size, dataMB: r1((size * bytes) / MB), exact: two.every((x) => x.exact) ? "yes" : "no", ...floorExtra };
+      results.push(
+        {
+          id: "P5m",
+          name: `break-even curve: client-go pod at N=2 vs unsharded, ${size} configmaps`,
+          candidate: { label: "pod at N=2 (controller + proxy peak RSS)", value: r1(pod.rss / MB), unit: "MB" },
+          baseline: { label: "unsharded controller peak RSS", value: r1(one.controllerPeak.rss / MB), unit: "MB" },
+          ratio: one.controllerPeak.rss / pod.rss,
+          extra: { metric: "break-even-point", ...pointExtra },
         },
-      });
+        {
+          id: "P5m",
+          name: `break-even curve (anonymous memory): client-go pod at N=2 vs unsharded, ${size} configmaps`,
+          candidate: { label: "pod at N=2 (controller + proxy peak anonymous memory)", value: r1(pod.anon / MB), unit: "MB" },
+          baseline: { label: "unsharded controller peak anonymous memory", value: r1(one.controllerPeak.anon / MB), unit: "MB" },
+          ratio: one.controllerPeak.anon / pod.anon,
+          extra: { metric: "break-even-point-anon", unshardedRssMB: r1(one.controllerPeak.rss / MB), ...pointExtra },
+        },
+      );
+    }
+    if (podPeakN2 !== undefined) points.push({ one: unsharded.controllerPeak, pod: podPeakN2 });
+    for (const key of ["rss", "anon"] as const) {
+      const be = breakEven(key, points, quick, floor?.controllerPeak, sidecarPeakN2, floorExtra);
+      if (be !== undefined) results.push(be);
     }
 
     // Gate off: the same data, the server ignoring the selector.

@@ -46,7 +46,8 @@ import { parseArgs } from "node:util";
 import { RING_GROUP, RING_KIND, RING_PLURAL, RING_VERSION } from "../../src/ring/names.ts";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
 import type { Bench, BenchResult } from "../lib.ts";
-import { procMemory } from "../support/memory.ts";
+import { ANON_TARGETS } from "../support/checks.ts";
+import { procMemory, procPss } from "../support/memory.ts";
 import { CLI, cpuMsOf, freePort, sleep, start, stopAll, waitReady } from "../support/proc.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
 
@@ -70,6 +71,7 @@ interface Sample {
   rssMB: number;
   anonMB: number;
   fileMB: number;
+  pssMB: number;
 }
 
 interface Upstreams {
@@ -107,7 +109,7 @@ async function sample(kind: Kind, up: Upstreams, tls: BenchTls, idleMs: number, 
     const readyCpuMs = cpuMsOf(child.pid);
     await sleep(idleMs);
     const m = procMemory(child.pid);
-    return { readyMs, readyCpuMs, rssMB: m.rss / MB, anonMB: m.anon / MB, fileMB: m.file / MB };
+    return { readyMs, readyCpuMs, rssMB: m.rss / MB, anonMB: m.anon / MB, fileMB: m.file / MB, pssMB: procPss(child.pid).pss / MB };
   } catch (e) {
     throw new Error(`${kind}: ${e instanceof Error ? e.message : String(e)}; output:\n${child.lines.slice(-20).join("\n")}`, { cause: e });
   } finally {
@@ -177,12 +179,13 @@ async function measure({ quick }: { quick: boolean }, sel: Selection): Promise<B
     for (let i = 0; i < runs; i++) {
       for (const kind of kinds) {
         const s = await sample(kind, up, tls, idleMs, i);
-        if (sel.verbose) process.stderr.write(`${kind} #${i}: rss ${s.rssMB.toFixed(1)} MB (anon ${s.anonMB.toFixed(1)}, file ${s.fileMB.toFixed(1)}), ready ${Math.round(s.readyMs)} ms, cpu ${s.readyCpuMs} ms\n`);
+        if (sel.verbose) process.stderr.write(`${kind} #${i}: rss ${s.rssMB.toFixed(1)} MB (anon ${s.anonMB.toFixed(1)}, file ${s.fileMB.toFixed(1)}, pss ${s.pssMB.toFixed(1)}), ready ${Math.round(s.readyMs)} ms, cpu ${s.readyCpuMs} ms\n`);
         series[kind].push(s);
       }
     }
     const r1 = (n: number): number => Math.round(n * 10) / 10;
     const rssBare = median(series.bare.map((s) => s.rssMB));
+    const anonBare = median(series.bare.map((s) => s.anonMB));
     const readyBare = median(series.bare.map((s) => s.readyMs));
     const readyCpuBare = median(series.bare.map((s) => s.readyCpuMs));
     const baseline = "bare node, same listeners and settings";
@@ -209,6 +212,22 @@ async function measure({ quick }: { quick: boolean }, sel: Selection): Promise<B
             // Where it is: heap and native memory, or the node binary's pages the process touched.
             anonMB: r1(median(xs.map((s) => s.anonMB))),
             fileMB: r1(median(xs.map((s) => s.fileMB))),
+          },
+        },
+        {
+          id: "P6",
+          name: `idle sidecar anonymous memory${mode} (RssAnon after ${idleMs / 1000} s idle, median of ${runs})`,
+          candidate: { label, value: r1(median(xs.map((s) => s.anonMB))), unit: "MB" },
+          baseline: { label: baseline, value: r1(anonBare), unit: "MB" },
+          ratio: anonBare / median(xs.map((s) => s.anonMB)),
+          extra: {
+            targetMax: ANON_TARGETS.idleMaxMB,
+            metric: "anon",
+            maxMB: r1(Math.max(...xs.map((s) => s.anonMB))),
+            overBareMB: r1(median(xs.map((s) => s.anonMB)) - anonBare),
+            // PSS: its share of the node binary's pages with the other node processes of this binary running now (one bench's, here).
+            pssMB: r1(median(xs.map((s) => s.pssMB))),
+            barePssMB: r1(median(series.bare.map((s) => s.pssMB))),
           },
         },
         {

@@ -10,10 +10,13 @@
  * proxy owns half the keyspace (`--shards 0/2`): gate off it reads the whole
  * list and filters it, gate on the server sends it half. The client LISTs
  * pods, then WATCHes from the list's resourceVersion while devapi patches
- * pods at a fixed rate; RSS is sampled every 50 ms from /proc, and the peak
- * over list and churn is compared with the same process's idle RSS.
+ * pods at a fixed rate; RSS and its anonymous part (RssAnon) are sampled
+ * every 50 ms from /proc/<pid>/status, PSS every 250 ms from smaps_rollup
+ * (bench/support/memory.ts, MemorySampler), and the peak over list and churn
+ * is compared with the same process's idle figure.
  *
- * Target (design.md): growth ≤ 32 MB for every client and gate.
+ * Targets, for every client and gate: RSS growth ≤ 32 MB (design.md), and
+ * anonymous-memory growth ≤ 32 MB (issue 25, bench/support/checks.ts).
  *
  * Usage: node bench/macro/p6b-load.ts [--quick]
  *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
@@ -22,7 +25,8 @@
  */
 import { fileURLToPath } from "node:url";
 import type { Bench, BenchResult } from "../lib.ts";
-import { procMemory, readBody, RssSampler, toMB } from "../support/memory.ts";
+import { ANON_TARGETS } from "../support/checks.ts";
+import { memoryNow, MemorySampler, readBody, toMB, type MemoryFigures } from "../support/memory.ts";
 import { ask, forkTs, sleep, stopAll, type Child } from "../support/proc.ts";
 import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import { benchTls, type BenchTls } from "../support/tls.ts";
@@ -36,10 +40,13 @@ type Reader = "fast" | "slow";
 interface Outcome {
   readonly gate: Gate;
   readonly reader: Reader;
-  readonly idle: number;
-  readonly listPeak: number;
-  readonly peak: number;
-  readonly after: number;
+  readonly idle: MemoryFigures;
+  /** Peaks over the list alone. */
+  readonly listPeak: MemoryFigures;
+  /** Peaks over list and churn. */
+  readonly peak: MemoryFigures;
+  readonly after: MemoryFigures;
+  readonly sampleMs: number;
   readonly listBytes: number;
   readonly listMs: number;
   readonly watchBytes: number;
@@ -51,14 +58,15 @@ const envNum = (name: string, dflt: number): number => {
   return v === undefined || v === "" ? dflt : Number(v);
 };
 
-/** Median of a few RSS samples a moment apart: an idle process still settles by a few hundred kB. */
-async function idleRss(pid: number): Promise<number> {
-  const xs: number[] = [];
+/** Median of a few samples a moment apart, each figure: an idle process still settles by a few hundred kB. */
+async function idleMemory(pid: number): Promise<MemoryFigures> {
+  const xs: MemoryFigures[] = [];
   for (let i = 0; i < 5; i++) {
-    xs.push(procMemory(pid).rss);
+    xs.push(memoryNow(pid));
     await sleep(200);
   }
-  return xs.sort((a, b) => a - b)[2] ?? Number.NaN;
+  const median = (k: keyof MemoryFigures): number => xs.map((x) => x[k]).sort((a, b) => a - b)[2] ?? Number.NaN;
+  return { rss: median("rss"), anon: median("anon"), pss: median("pss") };
 }
 
 /** Resolves once `n` parties arrived. */
@@ -76,12 +84,12 @@ function barrier(n: number): { readonly arrive: () => void; readonly all: Promis
 
 async function drive(p: ProxyProc, gate: Gate, reader: Reader, tls: BenchTls, bps: number, listed: () => void, churnDone: Promise<void>): Promise<Outcome> {
   await sleep(3000);
-  const idle = await idleRss(p.child.pid);
-  const sampler = new RssSampler(p.child.pid, 50);
+  const idle = await idleMemory(p.child.pid);
+  const sampler = new MemorySampler(p.child.pid);
   const rate = reader === "slow" ? { bytesPerSecond: bps } : {};
   const list = await readBody(`${p.url}/api/v1/pods`, { ca: tls.caPem, ...rate });
   if (list.status !== 200) throw new Error(`gate ${gate}, ${reader} reader: LIST answered ${list.status}`);
-  const listPeak = sampler.peak;
+  const listPeak = { ...sampler.peak };
   const rv = /"resourceVersion":"(\d+)"/.exec(list.head)?.[1];
   if (rv === undefined) throw new Error(`gate ${gate}, ${reader} reader: no resourceVersion in the list's first 4 kB`);
   const stop = new AbortController();
@@ -92,11 +100,12 @@ async function drive(p: ProxyProc, gate: Gate, reader: Reader, tls: BenchTls, bp
   await sleep(2000);
   stop.abort();
   const w = await watch;
+  const sampleMs = sampler.meanIntervalMs();
   const peak = sampler.stop();
   await sleep(2000);
-  const after = procMemory(p.child.pid).rss;
+  const after = memoryNow(p.child.pid);
   const stats = await proxyStats(p);
-  return { gate, reader, idle, listPeak, peak, after, listBytes: list.bytes, listMs: list.ms, watchBytes: w.bytes, upstreamBytes: stats.upstreamBytes };
+  return { gate, reader, idle, listPeak, peak, after, sampleMs, listBytes: list.bytes, listMs: list.ms, watchBytes: w.bytes, upstreamBytes: stats.upstreamBytes };
 }
 
 export const bench: Bench = async ({ quick }) => {
@@ -124,29 +133,47 @@ export const bench: Bench = async ({ quick }) => {
       await Promise.all((["on", "off"] as const).map((g) => ask(devapis[g], { type: "churn", count: churnS * churnRate, rate: churnRate, seed: 1 }, "churned", churnS * 1000 + 120_000)));
     });
     const outcomes = await Promise.all(cases.map((c, i) => drive(proxies[i] as ProxyProc, c.gate, c.reader, tls, bps, lists.arrive, churnDone)));
-    return outcomes.map((o): BenchResult => {
-      const growth = o.peak - o.idle;
-      return {
-        id: "P6b",
-        name: `sidecar RSS growth over idle, ${Math.round(ready[o.gate].bytes / 1e6)} MB list + ${churnS} s of churn, gate ${o.gate}, ${o.reader === "fast" ? "fast client" : `slow client (${bps / 1e6} MB/s)`}`,
-        candidate: { label: "peak − idle, same process", value: toMB(growth), unit: "MB" },
-        baseline: { label: "idle RSS", value: toMB(o.idle), unit: "MB" },
-        ratio: o.idle / o.peak,
-        extra: {
-          targetMaxMB: TARGET_GROWTH_MB,
-          gate: o.gate,
-          reader: o.reader,
-          idleMB: toMB(o.idle),
-          peakMB: toMB(o.peak),
-          listPeakMB: toMB(o.listPeak),
-          afterMB: toMB(o.after),
-          listToClientMB: toMB(o.listBytes),
-          listSeconds: Math.round(o.listMs / 100) / 10,
-          upstreamMB: toMB(o.upstreamBytes),
-          watchToClientMB: toMB(o.watchBytes),
-          churnEvents: churnS * churnRate,
-        },
+    return outcomes.flatMap((o): BenchResult[] => {
+      const what = `${Math.round(ready[o.gate].bytes / 1e6)} MB list + ${churnS} s of churn, gate ${o.gate}, ${o.reader === "fast" ? "fast client" : `slow client (${bps / 1e6} MB/s)`}`;
+      const common = {
+        gate: o.gate,
+        reader: o.reader,
+        listToClientMB: toMB(o.listBytes),
+        listSeconds: Math.round(o.listMs / 100) / 10,
+        upstreamMB: toMB(o.upstreamBytes),
+        watchToClientMB: toMB(o.watchBytes),
+        churnEvents: churnS * churnRate,
+        sampledEveryMs: Math.round(o.sampleMs),
       };
+      return [
+        {
+          id: "P6b",
+          name: `sidecar RSS growth over idle, ${what}`,
+          candidate: { label: "peak − idle, same process", value: toMB(o.peak.rss - o.idle.rss), unit: "MB" },
+          baseline: { label: "idle RSS", value: toMB(o.idle.rss), unit: "MB" },
+          ratio: o.idle.rss / o.peak.rss,
+          extra: { targetMaxMB: TARGET_GROWTH_MB, ...common, idleMB: toMB(o.idle.rss), peakMB: toMB(o.peak.rss), listPeakMB: toMB(o.listPeak.rss), afterMB: toMB(o.after.rss) },
+        },
+        {
+          id: "P6b",
+          name: `sidecar anonymous-memory growth over idle, ${what}`,
+          candidate: { label: "peak − idle RssAnon, same process", value: toMB(o.peak.anon - o.idle.anon), unit: "MB" },
+          baseline: { label: "idle RssAnon", value: toMB(o.idle.anon), unit: "MB" },
+          ratio: o.idle.anon / o.peak.anon,
+          extra: {
+            targetMaxMB: ANON_TARGETS.growthMaxMB,
+            ...common,
+            metric: "anon",
+            idleMB: toMB(o.idle.anon),
+            peakMB: toMB(o.peak.anon),
+            listGrowthMB: toMB(o.listPeak.anon - o.idle.anon),
+            afterMB: toMB(o.after.anon),
+            idlePssMB: toMB(o.idle.pss),
+            peakPssMB: toMB(o.peak.pss),
+            pssGrowthMB: toMB(o.peak.pss - o.idle.pss),
+          },
+        },
+      ];
     });
   } finally {
     for (const d of Object.values(devapis)) if (d.proc.connected) d.proc.send({ type: "exit" });

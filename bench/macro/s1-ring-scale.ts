@@ -52,7 +52,7 @@ import { canonicalSelector } from "../../src/shard/selector.ts";
 import { slotOfValue } from "../../src/shard/slots.ts";
 import { DEFAULT_SLOT_COUNT, slotsOf, slotsToRanges } from "../../src/shard/table.ts";
 import type { Bench, BenchResult } from "../lib.ts";
-import { RssSampler, procMemory } from "../support/memory.ts";
+import { MemorySampler, procMemory } from "../support/memory.ts";
 import { ask, CLI, cpuMsOf, forkTs, httpGet, sleep, start, stopAll, type Child } from "../support/proc.ts";
 import type { ListRecord } from "../support/reflector-fleet.ts";
 import { ETCD_OBJECT_LIMIT, largestFitting, ringObjectBytes } from "../support/ring-status-size.ts";
@@ -307,7 +307,7 @@ export const bench: Bench = async ({ quick }) => {
       const listsBefore = await podLists();
       const perBefore = await proxyLists();
       const cpuBefore = cpuMsOf(coordinator.pid);
-      const rss = new RssSampler(coordinator.pid, 200);
+      const rss = new MemorySampler(coordinator.pid, 200);
       const t0 = performance.now();
       const since = epoch();
       await act();
@@ -315,7 +315,7 @@ export const bench: Bench = async ({ quick }) => {
       const ms = performance.now() - t0;
       const until = epoch();
       const coordinatorCpuMs = cpuMsOf(coordinator.pid) - cpuBefore;
-      const peak = rss.stop();
+      const peak = rss.stop().rss;
       // Late relists still count: look again a moment later (P7 does the same).
       await sleep(quick ? 1000 : 3000);
       const lists = (await podLists()) - listsBefore;

@@ -42,6 +42,29 @@ export const QUICK_LATENCY_TOLERANCE = 1.0;
  */
 export const QUICK_INFORMATIONAL: ReadonlySet<string> = new Set(["P2"]);
 
+/**
+ * Issue 25: the sidecar's memory as a cluster charges it. An idle sidecar's
+ * RSS is ~2/3 file-backed (the node binary and its libraries, ~45 MB),
+ * pages every sidecar from the same image on a node shares through the
+ * page cache; its anonymous memory (RssAnon: heap, V8, buffers, stacks) is
+ * what each one adds. These targets stand beside design.md's RSS targets
+ * (P5m, P6, P6b), which keep their rows and verdicts; none replaces them.
+ */
+export const ANON_TARGETS = {
+  /** P6: an idle sidecar's anonymous memory, static shards and ring mode, MB. */
+  idleMaxMB: 24,
+  /** P6b: the growth of its anonymous memory over idle while it streams a 100 MB list (and, in P6b, 5 minutes of churn), MB. */
+  growthMaxMB: 32,
+  /**
+   * P5m: the client-go pod (controller + sidecar anonymous-memory peaks)
+   * cheaper than the unsharded controller's anonymous-memory peak, for the
+   * 87 MB cache of p5m-client-go (6,000 ConfigMaps): unsharded ÷ pod ≥ this ratio ...
+   */
+  clientGoPodRatio: 1,
+  /** ... at every N from this one on. */
+  clientGoPodFromN: 2,
+} as const;
+
 export interface Check {
   readonly id: string;
   readonly name: string;

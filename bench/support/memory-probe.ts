@@ -1,7 +1,7 @@
 /**
  * Where a sidecar's memory goes: one `shardcar proxy` process (TLS to its
- * client and to devapi, as in a pod) through phases, with its RSS (peak and
- * settled), its own `process.memoryUsage()` and V8 space sizes (from
+ * client and to devapi, as in a pod) through phases, with its RSS, RssAnon
+ * and PSS (sampled peaks and settled), its own `process.memoryUsage()` and V8 space sizes (from
  * /debug/shardcar) and /proc's anonymous/file split after each:
  *
  *   idle      started, nothing served yet
@@ -27,7 +27,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
-import { procCpuMs, procIo, procMemory, readBody, RssSampler, smapsRollup, toMB } from "./memory.ts";
+import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMB, type MemoryFigures } from "./memory.ts";
 import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "./proc.ts";
 import { startProxyProc, type ProxyProc } from "./proxy-proc.ts";
 import { benchTls, type BenchTls } from "./tls.ts";
@@ -37,9 +37,12 @@ const DEVAPI = fileURLToPath(new URL("./scale-devapi.ts", import.meta.url));
 interface Phase {
   readonly phase: string;
   readonly peakMB?: number;
+  readonly peakAnonMB?: number;
+  readonly peakPssMB?: number;
   readonly rssMB: number;
   readonly anonMB: number;
   readonly fileMB: number;
+  readonly pssMB: number;
   readonly privateDirtyMB: number;
   readonly usage: Record<string, number>;
   readonly extra?: Record<string, number | string>;
@@ -50,15 +53,16 @@ async function usageOf(p: ProxyProc): Promise<Record<string, number>> {
   return Object.fromEntries(Object.entries(body.memory ?? {}).map(([k, v]) => [k, toMB(v)]));
 }
 
-async function phase(name: string, p: ProxyProc, peak?: number, extra?: Record<string, number | string>): Promise<Phase> {
+async function phase(name: string, p: ProxyProc, peak?: MemoryFigures, extra?: Record<string, number | string>): Promise<Phase> {
   const m = procMemory(p.child.pid);
   const sm = smapsRollup(p.child.pid);
   return {
     phase: name,
-    ...(peak === undefined ? {} : { peakMB: toMB(peak) }),
+    ...(peak === undefined ? {} : { peakMB: toMB(peak.rss), peakAnonMB: toMB(peak.anon), peakPssMB: toMB(peak.pss) }),
     rssMB: toMB(m.rss),
     anonMB: toMB(m.anon),
     fileMB: toMB(m.file),
+    pssMB: toMB(sm["Pss"] ?? Number.NaN),
     privateDirtyMB: toMB(sm["Private_Dirty"] ?? Number.NaN),
     usage: await usageOf(p),
     ...(extra === undefined ? {} : { extra }),
@@ -82,7 +86,7 @@ async function bare(tls: BenchTls, nodeFlags: readonly string[], env: NodeJS.Pro
   const m = procMemory(c.pid);
   const sm = smapsRollup(c.pid);
   await c.stop();
-  return { phase: "bare node, same listeners", rssMB: toMB(m.rss), anonMB: toMB(m.anon), fileMB: toMB(m.file), privateDirtyMB: toMB(sm["Private_Dirty"] ?? Number.NaN), usage: {} };
+  return { phase: "bare node, same listeners", rssMB: toMB(m.rss), anonMB: toMB(m.anon), fileMB: toMB(m.file), pssMB: toMB(sm["Pss"] ?? Number.NaN), privateDirtyMB: toMB(sm["Private_Dirty"] ?? Number.NaN), usage: {} };
 }
 
 async function main(): Promise<void> {
@@ -132,7 +136,7 @@ async function main(): Promise<void> {
       ["list, slow reader", values["skip-slow"] ? -1 : Number(values.rate)],
     ] as const) {
       if (rate === -1) continue;
-      const sampler = new RssSampler(proxy.child.pid, 20);
+      const sampler = new MemorySampler(proxy.child.pid, 20);
       let got = 0;
       const io0 = procIo(proxy.child.pid);
       const cpu0 = procCpuMs(proxy.child.pid);
@@ -158,7 +162,7 @@ async function main(): Promise<void> {
     const churnS = Number(values["churn-s"]);
     if (churnS > 0) {
       const rv = "0";
-      const sampler = new RssSampler(proxy.child.pid, 100);
+      const sampler = new MemorySampler(proxy.child.pid, 100);
       const watch = readBody(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=${rv}&timeoutSeconds=${churnS + 30}`, { ca: tls.caPem });
       await ask(devapi, { type: "churn", count: churnS * Number(values["churn-rate"]), rate: Number(values["churn-rate"]), seed: 1 }, "churned", churnS * 1000 + 120_000);
       const peak = sampler.stop();

@@ -1,7 +1,8 @@
 /**
  * Memory figures of another process, for the memory benches (P5m, P6,
  * P6b) and the probe behind docs/performance.md's breakdown: /proc status
- * and smaps_rollup, a sampler that keeps the peak, and HTTP readers that
+ * and smaps_rollup (RSS, its anonymous and file-backed parts, PSS), a
+ * sampler that keeps the peak of each, and HTTP readers that
  * consume a response at full speed or at a fixed rate (a slow controller),
  * with backpressure (the reader pauses; nothing is dropped).
  */
@@ -53,7 +54,7 @@ export function procCpuMs(pid: number): number {
   }
 }
 
-/** `/proc/<pid>/smaps_rollup` as a map of field → bytes (Rss, Pss, Private_Dirty, Anonymous, ...). */
+/** `/proc/<pid>/smaps_rollup` as a map of field → bytes (Rss, Pss, Pss_Anon, Pss_File, Private_Dirty, Anonymous, ...). */
 export function smapsRollup(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
   try {
@@ -65,33 +66,78 @@ export function smapsRollup(pid: number): Record<string, number> {
 }
 
 /**
- * Polls a process's RSS every `everyMs` and keeps the peak (VmHWM is the
- * kernel's own peak and cannot be reset, so a figure "during this phase"
- * needs sampling).
+ * PSS (proportional set size): the process's private pages plus each
+ * shared page divided by the number of processes mapping it. For a sidecar
+ * that is its anonymous memory plus its share of the node binary's pages
+ * with every other process of the same binary on the machine, so it falls
+ * as more of them run. NaN once the process is gone.
  */
-export class RssSampler {
+export function procPss(pid: number): { readonly pss: number; readonly pssAnon: number; readonly pssFile: number } {
+  const s = smapsRollup(pid);
+  return { pss: s["Pss"] ?? Number.NaN, pssAnon: s["Pss_Anon"] ?? Number.NaN, pssFile: s["Pss_File"] ?? Number.NaN };
+}
+
+/** One process's memory as a cluster may charge it: RSS, its anonymous part, PSS. Bytes. */
+export interface MemoryFigures {
+  readonly rss: number;
+  readonly anon: number;
+  readonly pss: number;
+}
+
+/** RSS, RssAnon and PSS of `pid` now (NaN fields once it is gone). */
+export function memoryNow(pid: number): MemoryFigures {
+  const m = procMemory(pid);
+  return { rss: m.rss, anon: m.anon, pss: procPss(pid).pss };
+}
+
+/** How {@link MemorySampler} samples, for the reports. */
+export const SAMPLING = { everyMs: 50, pssEvery: 5 } as const;
+
+/**
+ * Polls a process's memory and keeps the peak of each figure. VmHWM is the
+ * kernel's own peak, but of RSS only, and it cannot be reset; a peak of the
+ * anonymous memory, of PSS, or of RSS "during this phase" needs sampling.
+ * RSS and RssAnon come from /proc/<pid>/status every `everyMs` (~30 µs a
+ * read); PSS from /proc/<pid>/smaps_rollup every `pssEvery`-th sample (it
+ * walks the page tables: ~0.25 ms for an idle Node process, more for a big
+ * one), so a PSS peak is sampled 5× less often than the others.
+ */
+export class MemorySampler {
   readonly #pid: number;
+  readonly #pssEvery: number;
   readonly #timer: NodeJS.Timeout;
-  peak = 0;
+  readonly #t0 = performance.now();
+  readonly peak = { rss: 0, anon: 0, pss: 0 };
   samples = 0;
 
-  constructor(pid: number, everyMs = 50) {
+  constructor(pid: number, everyMs: number = SAMPLING.everyMs, pssEvery: number = SAMPLING.pssEvery) {
     this.#pid = pid;
-    this.#sample();
-    this.#timer = setInterval(() => this.#sample(), everyMs);
+    this.#pssEvery = pssEvery;
+    this.#sample(true);
+    this.#timer = setInterval(() => this.#sample(this.samples % this.#pssEvery === 0), everyMs);
   }
 
-  #sample(): void {
+  #sample(withPss: boolean): void {
     const m = procMemory(this.#pid);
-    if (Number.isFinite(m.rss)) this.peak = Math.max(this.peak, m.rss);
+    if (Number.isFinite(m.rss)) this.peak.rss = Math.max(this.peak.rss, m.rss);
+    if (Number.isFinite(m.anon)) this.peak.anon = Math.max(this.peak.anon, m.anon);
+    if (withPss) {
+      const p = procPss(this.#pid).pss;
+      if (Number.isFinite(p)) this.peak.pss = Math.max(this.peak.pss, p);
+    }
     this.samples++;
   }
 
-  /** Stops sampling; returns the peak RSS seen, bytes. */
-  stop(): number {
+  /** Stops sampling (one last sample of every figure first); returns the peaks, bytes. */
+  stop(): MemoryFigures {
     clearInterval(this.#timer);
-    this.#sample();
-    return this.peak;
+    this.#sample(true);
+    return { ...this.peak };
+  }
+
+  /** The mean time between samples so far, ms: above `everyMs` when this process's event loop was busy. */
+  meanIntervalMs(): number {
+    return (performance.now() - this.#t0) / Math.max(1, this.samples - 1);
   }
 }
 

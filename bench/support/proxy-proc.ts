@@ -28,13 +28,17 @@ export interface ProxyProcOptions {
   /** Default: the sidecar's own runtime settings (src/sidecar-runtime.ts) over this process's environment. */
   readonly env?: NodeJS.ProcessEnv;
   readonly extraArgs?: readonly string[];
+  /** A command the proxy runs under (e.g. `["heaptrack", "-o", FILE]`): then `child.pid` is the wrapper's. */
+  readonly wrapper?: readonly string[];
 }
 
 export async function startProxyProc(o: ProxyProcOptions): Promise<ProxyProc> {
+  const [cmd, ...pre] = [...(o.wrapper ?? []), process.execPath];
   const child = start(
     o.name,
-    process.execPath,
+    cmd ?? process.execPath,
     [
+      ...pre,
       ...(o.nodeFlags ?? []),
       CLI,
       "proxy",
