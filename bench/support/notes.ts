@@ -161,6 +161,10 @@ const s1 = `**How it is measured** (bench/macro/s1-ring-scale.ts). M ring member
 
 **Duration.** Quick: about 1 minute on an idle 2-core machine (58 s measured at 16 × 20,000). Full (64 × 200,000): not yet run on this machine; expect 10–20 minutes (devapi building 200,000 pods, 64 proxy starts, one 200,000-pod cold list spread over 64 members, 20 s idle, a crash waiting out a 15 s lease).`;
 
+const s4 = `**How it is measured.** See the header of bench/macro/s4-selector-cost.ts: the real apiserver kit (gate on), ConfigMaps of about 3 KB carrying their slot label, N watchers per configuration, each configuration in its own namespace, and churn (merge patches at a fixed rate) moved from namespace to namespace in short windows, in rounds, so that drift on this shared machine falls on every configuration alike. The figure is realapi-server's CPU over a window, less the same process idle over the same time, per write; \`writes alone\` (no watcher) is the write's own cost, and each configuration's delivery cost is what it adds above that. \`proxies\` rows put a real \`shardcar proxy\` in front of each watcher; \`direct\` rows send the same query (the proxy's own \`rewriteFor\`) straight to the kit, so that N proxy processes on the same two cores cannot distort the server's figure.
+
+**How to read it.** A label selector \`in (slots)\` is evaluated by the watch cache against each event's labels for each watcher of the namespace, and only the watcher whose slots hold the object is sent the event; unfiltered, every watcher is sent every event (what shardselector mode costs where the gate is off). The rows give server CPU per write for each; the bytes row, what the server writes to watchers per write. The quick run has no target; its bound on the ratios (\`quickMinRatio\`) is not yet enforced by checks.ts (noted on issue 25).`;
+
 const profile = `Tools: \`node bench/support/profile-proxy.ts [--path …]\` (a \`shardcar proxy\` process under \`--cpu-prof\` with closed-loop load; prints self and inclusive time by function), \`node bench/support/proxy-cost.ts before=<dist/cli/bin.js> after=<…> bare\` (proxy CPU per request, builds alternating). Before/after figures below are from those tools, each change in its own commit.
 
 | change | what the profile showed | before → after (proxy CPU per request, min / median) | commit |
@@ -179,7 +183,7 @@ Candidates from the issue that the profiles ruled out, so nothing was changed:
 
 export const NOTES: Notes = {
   summary,
-  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8, S2: s2, S3: s3, S1: s1 },
+  sections: { P1: p1, P2: p2p4, P3: p2p4, P4: p2p4, P5: p5, P5m: p5m, P6: p6, P6b: p6b, P7: p7, P8: p8, S1: s1, S2: s2, S3: s3, S4: s4 },
   pending: {
     P7: "Pending: the ring is not integrated with the proxy yet.",
   },
