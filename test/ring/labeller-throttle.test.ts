@@ -1,0 +1,109 @@
+/**
+ * The labeller's shell against an apiserver that pushes back: API Priority
+ * and Fairness answers a PATCH it will not queue with 429 TooManyRequests.
+ * The pure rate (label-rate.ts) is tested on its own; this checks the I/O
+ * shell's half: an HTTP 429 reaches the rate as `throttled` (the rate
+ * halves, the PATCH is retried, nothing is lost), not as a plain error.
+ *
+ * A loopback front stands where APF would: it relays every request to
+ * devapi, and while `throttling` is set it answers PATCHes with the Status a
+ * kube-apiserver sends for a rejected request.
+ */
+import t from "tap";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Registry } from "prom-client";
+import { startDevApi } from "../../src/devapi/index.ts";
+import { runCoordinator } from "../../src/ring/coordinator.ts";
+import { createLocalCa } from "../../src/pki/ca.ts";
+import { clusterClock } from "../support/wait.ts";
+import { kubeConfig, SHARDRING_REF, TIMINGS, until } from "./harness.ts";
+import { startLabelSlotPieces } from "../support/label-slot-manager.ts";
+
+const NS = "shop";
+const LABEL = "shard.shardcar.io/web";
+const GADGETS = { group: "example.com", version: "v1", resource: "gadgets" } as const;
+const OBJECTS = 300;
+const FLOOR = 10;
+
+interface Front {
+  readonly url: string;
+  throttling: boolean;
+  /** PATCHes answered 429. */
+  refused: number;
+  close(): Promise<void>;
+}
+
+async function startFront(upstream: string): Promise<Front> {
+  const target = new URL(upstream);
+  const front: Front = { url: "", throttling: false, refused: 0, close: async () => {} };
+  const server: Server = createServer((req, res) => {
+    if (req.method === "PATCH" && front.throttling) {
+      front.refused++;
+      req.resume();
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "1" });
+      res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "Too many requests, please try again later.", reason: "TooManyRequests", details: { retryAfterSeconds: 1 }, code: 429 }));
+      return;
+    }
+    const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on("error", () => res.destroy());
+    res.on("close", () => up.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return Object.assign(front, {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}
+
+async function metric(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
+  return (m?.values ?? []).filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val)).reduce((n, v) => n + v.value, 0);
+}
+
+t.test("a 429 from the apiserver halves the labeller's rate, never below --label-rate, and every object is still labelled", async (t) => {
+  const api = await startDevApi({});
+  t.teardown(() => api.close());
+  api.registerResource({ ...GADGETS, kind: "Gadget", namespaced: true, encoding: "unstructured" });
+  for (let i = 0; i < OBJECTS; i++) api.store.create(GADGETS, { apiVersion: "example.com/v1", kind: "Gadget", metadata: { name: `g${i}`, namespace: NS }, spec: {} });
+  api.store.create(SHARDRING_REF, { apiVersion: "shardcar.io/v1alpha1", kind: "ShardRing", metadata: { name: "web", namespace: NS }, spec: { filter: "labels", slots: 64, resources: "gadgets.example.com" } });
+
+  const front = await startFront(api.url);
+  t.teardown(() => front.close());
+  const ca = await createLocalCa("throttle test CA", new Date(), 3600_000);
+  // The labeller's calls go through the front; the coordinator's Lease, straight to devapi.
+  const pieces = await startLabelSlotPieces(kubeConfig(front.url), { ca, policy: { ratePerSecond: FLOOR, maxRatePerSecond: 1000, burst: FLOOR } });
+  const abort = new AbortController();
+  const coordinator = runCoordinator({ kubeConfig: kubeConfig(api.url), namespace: "shardcar-system", identity: "mgr", election: TIMINGS, clock: clusterClock, tasks: [pieces.labeller] }, abort.signal);
+  t.teardown(async () => {
+    abort.abort();
+    await coordinator;
+    await pieces.stop();
+  });
+  const rate = () => metric(pieces.registry, "shardcar_labeller_rate");
+  const labelledCount = () => api.store.list(GADGETS, { namespace: NS }).filter((o) => o.metadata?.labels?.[LABEL] !== undefined).length;
+
+  // Fast answers and a backlog: the rate climbs above the floor.
+  await until("the rate climbs above --label-rate", async () => (await rate()) > FLOOR, 20_000);
+  const climbed = await rate();
+  t.ok(labelledCount() < OBJECTS, "work is still waiting when the apiserver starts pushing back");
+
+  front.throttling = true;
+  await until("the labeller backs off", async () => (await metric(pieces.registry, "shardcar_labeller_rate_backoffs_total")) >= 1, 20_000);
+  t.ok((await rate()) < climbed, `the rate fell from ${climbed}/s`);
+  t.ok((await rate()) >= FLOOR, "never below the floor");
+  front.throttling = false;
+
+  t.ok(front.refused > 0, "PATCHes were refused");
+  t.equal(await metric(pieces.registry, "shardcar_labeller_patches_total", { outcome: "throttled" }), front.refused, "every 429 is counted as throttled");
+  t.equal(await metric(pieces.registry, "shardcar_labeller_patches_total", { outcome: "error" }), 0, "a 429 is not an error");
+  await until("every object labelled after the push-back", () => labelledCount() === OBJECTS, 30_000);
+  t.equal(await metric(pieces.registry, "shardcar_labeller_patches_total", { outcome: "labelled" }), OBJECTS, "each object labelled once: the refused PATCHes were retried, none lost");
+});
