@@ -177,7 +177,8 @@ if (import.meta.main) {
       case "probe": {
         const agent = new Agent({ keepAlive: false, ca: caPem });
         const t0 = performance.now();
-        const url = `${m.server ?? ""}/api/v1/pods?shardSelector=${encodeURIComponent(m.selector ?? "")}`;
+        // No selector: the full list, what one unsharded replica pays to start.
+        const url = `${m.server ?? ""}/api/v1/pods${m.selector ? `?shardSelector=${encodeURIComponent(m.selector)}` : ""}`;
         streamList(url, agent, m.token ?? "bench-probe").then(
           (l) => process.send?.({ type: "probe", ms: performance.now() - t0, items: l.items.length }),
           (e: unknown) => process.send?.({ type: "probe", ms: Number.NaN, items: 0, error: String(e) }),

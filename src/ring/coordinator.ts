@@ -80,6 +80,18 @@ export interface CoordinatorOptions extends RingApiAccess, RingShellOptions {
   readonly backoffMs?: number | undefined;
   /** Default 60 s. */
   readonly maxBackoffMs?: number | undefined;
+  /**
+   * A fresh ring's first table waits until no member joined for this long.
+   * Default: 1.5 × the election's retry period (3 s), a little more than a
+   * member needs from its start to its first renewal.
+   */
+  readonly settleQuietMs?: number | undefined;
+  /**
+   * ...and no longer than this after its first member was seen. Default:
+   * two thirds of the election's lease duration (10 s), so that a cold
+   * start reaches exact coverage within a lease duration plus one list.
+   */
+  readonly settleMaxMs?: number | undefined;
   /** Run while leading, e.g. the labeller; their status goes into every status write. */
   readonly tasks?: readonly LeaderTask[] | undefined;
 }
@@ -500,7 +512,16 @@ class RingController {
   }
 
   #policy(spec: RingSpec): HandoffPolicy {
-    return { timeoutMs: spec.handoffTimeoutMs, backoffMs: this.#s.o.backoffMs ?? 1_000, maxBackoffMs: this.#s.o.maxBackoffMs ?? 60_000, relistBudget: spec.relistBudget };
+    const o = this.#s.o;
+    const t = { ...DEFAULT_MEMBER_TIMINGS, ...o.election };
+    return {
+      timeoutMs: spec.handoffTimeoutMs,
+      backoffMs: o.backoffMs ?? 1_000,
+      maxBackoffMs: o.maxBackoffMs ?? 60_000,
+      relistBudget: spec.relistBudget,
+      settleQuietMs: o.settleQuietMs ?? Math.round(1.5 * t.retryPeriodMs),
+      settleMaxMs: o.settleMaxMs ?? Math.round((2 / 3) * t.leaseDurationSeconds * 1000),
+    };
   }
 
   async #create(members: MemberLease[]): Promise<RingObject | undefined> {

@@ -23,11 +23,19 @@
  *   an ever-growing generation;
  * - an empty committed table is never committed again: after a rebuilt
  *   status, members hold slots that table does not know about;
- * - relist budget: a pending table gives slots to at most
- *   `policy.relistBudget` members, unless more are needed to take over
- *   slots nobody serves (a crashed or fenced owner, or an empty table); the
- *   rest of a rebalance follows in later handoffs, each one the normal
- *   two-generation handoff, so the rules above hold for every one of them.
+ * - relist budget: the gainers of a pending table relist at most
+ *   `policy.relistBudget` keyspaces between them (each relists its whole
+ *   new share), unless more is needed to take over slots nobody serves (a
+ *   crashed or fenced owner, or an empty table), and at least one gainer
+ *   always moves; the rest of a rebalance follows in later handoffs, each
+ *   one the normal two-generation handoff, so the rules above hold for
+ *   every one of them;
+ * - a fresh ring (no table, no member ever acknowledged one) gets its first
+ *   table once membership settles: no member joined for
+ *   `policy.settleQuietMs`, or `policy.settleMaxMs` after the first one was
+ *   seen; so a Deployment's M replicas, started together, each list once,
+ *   their own share, instead of the first few taking everything and
+ *   handing it on join by join.
  *
  * Pure: no clock, no timers, no I/O.
  */
@@ -46,6 +54,8 @@ export const Phase = {
   Narrowing: "Narrowing",
   /** A generation was abandoned at its deadline; waiting before trying again. */
   Backoff: "Backoff",
+  /** A fresh ring: waiting for membership to settle before the first table. */
+  Settling: "Settling",
 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
@@ -66,10 +76,29 @@ export interface HandoffPolicy {
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
   /**
-   * At most this many members gain slots per pending table when the slots
-   * come from a serving owner (≥ 1; see {@link withinBudget}).
+   * The keyspace the gainers of one pending table may relist between them,
+   * in whole keyspaces (1 = what one unsharded replica lists when it
+   * starts); > 0. Slots from an owner that stopped serving are exempt; see
+   * {@link withinBudget}.
    */
   readonly relistBudget: number;
+  /**
+   * A fresh ring's first table waits until no member joined for this long
+   * (0: no wait).
+   */
+  readonly settleQuietMs?: number | undefined;
+  /** ...and at most this long after the first member was seen. */
+  readonly settleMaxMs?: number | undefined;
+}
+
+/** A fresh ring's membership while its first table waits for it to settle. */
+export interface Settle {
+  /** When the leader first saw a member it could give slots to. */
+  readonly firstAt: number;
+  /** When a member it had not seen before last appeared. */
+  readonly lastJoinAt: number;
+  /** Every assignable member seen so far (name order). */
+  readonly seen: readonly string[];
 }
 
 /** A crashed member whose slots are not yet back with a ready owner. */
@@ -103,6 +132,8 @@ export interface RingState {
    * left out of the pending one (name order); empty when nothing is pending.
    */
   readonly deferred: readonly string[];
+  /** Set while a fresh ring waits for membership to settle. */
+  readonly settle?: Settle | undefined;
   readonly policy: HandoffPolicy;
 }
 
@@ -195,20 +226,25 @@ function byName(a: string, b: string): number {
 
 /**
  * The part of the table change `from → to` that one handoff may make under
- * a relist budget. Every member that gains a slot relists, so:
+ * a relist budget. Every member that gains a slot relists its whole share
+ * (what it holds in `from` and `to` together), so the cost of a gainer is
+ * that share, and `budget` is counted in whole keyspaces: 1 is one full
+ * list, what one unsharded replica lists when it starts.
  *
  * - A slot whose owner in `from` is not `serving` (crashed, fenced, gone) or
  *   that has no owner (a new ring) is *exempt*: coverage beats the budget,
  *   and its new owner gets it now. Such a gainer relists anyway, so it also
- *   gets the rest of its gains, and it counts against the budget.
- * - Of the other gainers, `budget` minus the exempt ones get all their
- *   slots, most gained slots first, ties by name; `rotate` (the count of
- *   consecutive abandoned handoffs) shifts that order, so a gainer that
- *   never gets ready does not hold up the others for good.
+ *   gets the rest of its gains, and its cost counts against the budget.
+ * - The other gainers follow, most gained slots first, ties by name;
+ *   `rotate` (the count of consecutive abandoned handoffs) shifts that
+ *   order, so a gainer that never gets ready does not hold up the others
+ *   for good. Each gets all its slots while the costs so far fit the
+ *   budget; the first that does not fit ends the choice (so the order is
+ *   kept: a large gainer is not passed over for good by small ones). One is
+ *   always chosen when none is exempt.
  * - Every other slot stays with its owner in `from`, who is serving.
  *
- * The result differs from `from` whenever `to` does (the budget is at least
- * one, and exempt gainers are never deferred), so every handoff makes
+ * The result differs from `from` whenever `to` does, so every handoff makes
  * progress; that replanning after each one ends at a balanced table is
  * pinned by the random runs in test/ring/handoff.test.ts. `deferred` are
  * the gainers left out, in name order.
@@ -222,8 +258,12 @@ export function withinBudget(
 ): { owners: (string | undefined)[]; deferred: string[] } {
   const exempt = new Set<string>();
   const gained = new Map<string, number>();
+  const share = new Map<string, number>();
   to.forEach((b, s) => {
     const a = from[s];
+    if (b !== undefined) share.set(b, (share.get(b) ?? 0) + 1);
+    // A slot a gainer loses is still in what it lists while it widens.
+    if (a !== undefined && a !== b) share.set(a, (share.get(a) ?? 0) + 1);
     if (b === undefined || a === b) return;
     if (a === undefined || !serving(a)) exempt.add(b);
     gained.set(b, (gained.get(b) ?? 0) + 1);
@@ -231,10 +271,39 @@ export function withinBudget(
   const waiting = [...gained.keys()].filter((m) => !exempt.has(m)).sort((x, y) => (gained.get(y) ?? 0) - (gained.get(x) ?? 0) || byName(x, y));
   const shift = waiting.length === 0 ? 0 : rotate % waiting.length;
   const order = [...waiting.slice(shift), ...waiting.slice(0, shift)];
-  const room = Math.max(0, Math.max(1, budget) - exempt.size);
+  const limit = budget * Math.max(1, to.length);
+  let spent = [...exempt].reduce((n, m) => n + (share.get(m) ?? 0), 0);
+  let room = 0;
+  for (const m of order) {
+    const cost = share.get(m) ?? 0;
+    if (spent + cost > limit && (room > 0 || exempt.size > 0)) break;
+    spent += cost;
+    room++;
+  }
   const chosen = new Set([...exempt, ...order.slice(0, room)]);
   const owners = to.map((b, s) => (b === undefined || chosen.has(b) ? b : from[s]));
   return { owners, deferred: order.slice(room).sort(byName) };
+}
+
+/**
+ * The cost {@link withinBudget} charges a table change `from → to`: the
+ * slots its gainers relist between them, in keyspaces. For tests and
+ * metrics.
+ */
+export function relistCost(from: SlotOwners, to: SlotOwners): number {
+  const gainers = new Set<string>();
+  to.forEach((b, s) => {
+    if (b !== undefined && from[s] !== b) gainers.add(b);
+  });
+  let slots = 0;
+  for (let s = 0; s < Math.max(from.length, to.length); s++) {
+    const a = from[s];
+    const b = to[s];
+    if ((b !== undefined && gainers.has(b)) || (a !== undefined && a !== b && gainers.has(a))) slots++;
+    // A slot moving from one gainer to another is listed by both.
+    if (a !== undefined && b !== undefined && a !== b && gainers.has(a) && gainers.has(b)) slots++;
+  }
+  return slots / Math.max(1, to.length);
 }
 
 interface Draft {
@@ -381,6 +450,7 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
     return;
   }
   const ready = d.s.members.filter((m) => isAssignable(m.state)).map((m) => m.name);
+  if (!settled(d, now, ready)) return;
   const desired = assignSlots(ready, d.s.committed.owners, d.s.slotCount);
   if (sameOwners(desired, d.s.committed.owners)) {
     d.s = { ...d.s, phase: Phase.Stable, failures: 0 };
@@ -414,6 +484,43 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   d.s = { ...d.s, pending, lastGeneration: generation, deferred, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing };
 }
 
+/**
+ * Whether a fresh ring's membership has settled enough for its first table:
+ * no member joined for `settleQuietMs`, or `settleMaxMs` passed since the
+ * first. A ring is fresh when it has no table and no member ever
+ * acknowledged one: after a rebuilt status, members report the generations
+ * they hold, and the table must follow at once. Records the membership in
+ * `settle` meanwhile, and clears it once the ring is no longer fresh.
+ */
+function settled(d: Draft, now: number, ready: readonly string[]): boolean {
+  const quiet = d.s.policy.settleQuietMs ?? 0;
+  const fresh = !hasOwners(d.s.committed.owners) && d.s.members.every((m) => m.applied === 0);
+  if (!fresh || quiet <= 0 || ready.length === 0) {
+    if (d.s.settle !== undefined && !fresh) d.s = { ...d.s, settle: undefined };
+    return true;
+  }
+  const prev = d.s.settle;
+  const joined = prev === undefined || ready.some((m) => !prev.seen.includes(m));
+  const settle: Settle = {
+    firstAt: prev?.firstAt ?? now,
+    lastJoinAt: joined ? now : prev.lastJoinAt,
+    seen: joined ? [...new Set([...(prev?.seen ?? []), ...ready])].sort(byName) : prev.seen,
+  };
+  if (now >= settleAt(settle, d.s.policy)) {
+    d.s = { ...d.s, settle: undefined };
+    return true;
+  }
+  d.s = { ...d.s, settle, phase: Phase.Settling };
+  return false;
+}
+
+/** When a fresh ring's first table is due, given its membership so far. */
+function settleAt(settle: Settle, policy: HandoffPolicy): number {
+  const quietEnd = settle.lastJoinAt + (policy.settleQuietMs ?? 0);
+  const max = policy.settleMaxMs;
+  return max === undefined ? quietEnd : Math.min(quietEnd, settle.firstAt + max);
+}
+
 function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
   const left: Crash[] = [];
   for (const c of d.s.crashes) {
@@ -429,12 +536,19 @@ function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberSta
 
 /**
  * ms until the leader must look again without any Lease changing: the
- * pending deadline or the end of a backoff. `undefined` when only Lease
+ * pending deadline, the end of a backoff, or a fresh ring's settle time. `undefined` when only Lease
  * changes (and their own timers, from `leaseTimes`) can move the ring.
  */
 export function nextWakeMs(state: RingState, now: number): number | undefined {
   const deadline = state.pending !== undefined && hasOwners(state.committed.owners) ? state.pending.deadline : undefined;
-  const at = state.pending !== undefined ? deadline : state.phase === Phase.Backoff ? state.retryAt : undefined;
+  const at =
+    state.pending !== undefined
+      ? deadline
+      : state.phase === Phase.Backoff
+        ? state.retryAt
+        : state.phase === Phase.Settling && state.settle !== undefined
+          ? settleAt(state.settle, state.policy)
+          : undefined;
   return at === undefined ? undefined : Math.max(0, at - now);
 }
 

@@ -46,9 +46,11 @@ export interface RingSpec {
   /** How long gainers (overlap) or losers (exclusive) have to report ready before the generation is abandoned. */
   readonly handoffTimeoutMs: number;
   /**
-   * At most this many members gain slots (and so relist) per graceful
-   * handoff; the rest of a rebalance follows in later handoffs. Slots of a
-   * member that stopped serving, and those of an empty table, are exempt.
+   * The keyspace the gaining members of one graceful handoff may relist
+   * between them, in whole keyspaces (1: one full list, what one unsharded
+   * replica lists when it starts); the rest of a rebalance follows in later
+   * handoffs. Slots of a member that stopped serving, and those of an empty
+   * table, are exempt.
    */
   readonly relistBudget: number;
 }
@@ -57,11 +59,13 @@ export interface RingSpec {
 // under a relist budget; short enough that a stuck member does not hold
 // rebalancing up for more than a minute.
 export const DEFAULT_HANDOFF_TIMEOUT_MS = 60_000;
-// Two: a join (one gainer) and a leave from a ring of up to three members
-// (at most two gainers) are never split, so small rings rebalance in one
-// handoff as before; a leave from a larger ring, whose slots spread over
-// every survivor, relists two members at a time instead of all of them.
-export const DEFAULT_RELIST_BUDGET = 2;
+// One keyspace: a rebalance never has the ring list more at once than one
+// unsharded replica does when it starts, however many members share it. A
+// gainer relists its whole share, so at 64 members one keyspace is about 64
+// gainers' relists, at 4 members about 4.
+export const DEFAULT_RELIST_BUDGET = 1;
+/** The most a spec may ask for: beyond it the budget never binds. */
+export const MAX_RELIST_BUDGET = 64;
 export const DEFAULT_SPEC: RingSpec = Object.freeze({
   slotCount: DEFAULT_SLOT_COUNT,
   mode: HandoffMode.Overlap,
@@ -191,8 +195,8 @@ export function decodeSpec(spec: unknown): Decoded<RingSpec> {
     return { ok: false, reason: Refusal.SpecInvalid, message: `spec.handoffTimeoutSeconds must be a number in (0, 86400], got ${JSON.stringify(timeout)}` };
   }
   const budget = spec["relistBudget"] ?? DEFAULT_SPEC.relistBudget;
-  if (typeof budget !== "number" || !Number.isSafeInteger(budget) || budget < 1) {
-    return { ok: false, reason: Refusal.SpecInvalid, message: `spec.relistBudget must be an integer of at least 1 (members that may relist at once per handoff), got ${JSON.stringify(budget)}` };
+  if (typeof budget !== "number" || !Number.isFinite(budget) || budget <= 0 || budget > MAX_RELIST_BUDGET) {
+    return { ok: false, reason: Refusal.SpecInvalid, message: `spec.relistBudget must be a number in (0, ${MAX_RELIST_BUDGET}] (keyspaces the gaining members may relist at once per handoff; 1 is one full list), got ${JSON.stringify(budget)}` };
   }
   return { ok: true, value: { slotCount: slots, mode, handoffTimeoutMs: timeout * 1000, relistBudget: budget } };
 }

@@ -57,24 +57,24 @@ t.test("parseSlots refuses anything but ascending runs inside the slot count", a
 t.test("decodeSpec fills defaults and refuses bad values with a message naming the field", async (t) => {
   t.same(decodeSpec(undefined), { ok: true, value: DEFAULT_SPEC });
   t.same(decodeSpec({ slots: 64, handoff: "exclusive", handoffTimeoutSeconds: 5, relistBudget: 3 }), { ok: true, value: { slotCount: 64, mode: HandoffMode.Exclusive, handoffTimeoutMs: 5_000, relistBudget: 3 } });
-  t.equal(DEFAULT_SPEC.relistBudget, 2, "two members relist at once unless the ring says otherwise");
+  t.equal(DEFAULT_SPEC.relistBudget, 1, "a ring relists at most one keyspace at once (what one unsharded replica lists at its start) unless it says otherwise");
   const budget = (spec: unknown): number | undefined => {
     const r = decodeSpec(spec);
     return r.ok ? r.value.relistBudget : undefined;
   };
-  t.equal(budget({ slots: 64 }), 2, "an absent relistBudget is the default");
-  t.equal(budget({ relistBudget: null }), 2, "null counts as absent, like every spec field (the apiserver drops nulls)");
-  t.equal(budget({ relistBudget: 1 }), 1, "one member at a time is the strictest budget");
-  t.equal(budget({ relistBudget: 1000 }), 1000, "a budget above the ring's size is no limit, and allowed");
+  t.equal(budget({ slots: 64 }), 1, "an absent relistBudget is the default");
+  t.equal(budget({ relistBudget: null }), 1, "null counts as absent, like every spec field (the apiserver drops nulls)");
+  t.equal(budget({ relistBudget: 0.25 }), 0.25, "a fraction of the keyspace is allowed (a gentler ring)");
+  t.equal(budget({ relistBudget: 64 }), 64, "up to 64 keyspaces, far beyond any limit a rebalance reaches");
   const bad: Array<[unknown, RegExp]> = [
     [{ slots: 0 }, /spec\.slots/],
     [{ slots: 4096 }, /spec\.slots/],
     [{ slots: "256" }, /spec\.slots/],
     [{ handoff: "both" }, /spec\.handoff/],
     [{ handoffTimeoutSeconds: -1 }, /handoffTimeoutSeconds/],
-    [{ relistBudget: 0 }, /spec\.relistBudget must be an integer of at least 1.*got 0/],
+    [{ relistBudget: 0 }, /spec\.relistBudget must be a number in \(0, 64\].*got 0/],
     [{ relistBudget: -2 }, /spec\.relistBudget.*got -2/],
-    [{ relistBudget: 1.5 }, /spec\.relistBudget.*got 1\.5/],
+    [{ relistBudget: 65 }, /spec\.relistBudget.*got 65/],
     [{ relistBudget: "2" }, /spec\.relistBudget.*got "2"/],
     [{ relistBudget: 1e300 }, /spec\.relistBudget/],
     ["ring", /object/],

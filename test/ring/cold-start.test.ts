@@ -1,0 +1,204 @@
+/**
+ * Many members at once (design.md, "Many members at once"): a Deployment's
+ * M replicas start together, and the ring must cost about what one
+ * unsharded replica's start costs. The leader's rules for that are pure
+ * (src/ring/handoff.ts): a fresh ring's first table waits for membership to
+ * settle (bounded), and the relist budget counts keyspace, not gainers.
+ * These tests drive `step` the way the coordinator does, members arriving in
+ * batches, and check what each member is asked to list.
+ */
+import t from "tap";
+import { initialState, nextWakeMs, Phase, relistCost, step, follow, tablesOf, type HandoffPolicy, type MemberObservation, type RingState } from "../../src/ring/handoff.ts";
+import { MemberState } from "../../src/ring/state.ts";
+import { HandoffMode } from "../../src/ring/table.ts";
+import { slotsOf } from "../../src/shard/table.ts";
+import { gainersOf, publishedBy } from "./table-diff.ts";
+
+const T0 = 1_000_000;
+const QUIET = 3_000;
+const MAX = 10_000;
+const POLICY: HandoffPolicy = { timeoutMs: 60_000, backoffMs: 1_000, maxBackoffMs: 60_000, relistBudget: 1, settleQuietMs: QUIET, settleMaxMs: MAX };
+
+interface Member {
+  state: MemberState;
+  applied: number;
+}
+
+/** A leader and its members, stepped every `tickMs`; members report what they follow at once. */
+class Cluster {
+  state: RingState;
+  now = T0;
+  readonly pool = new Map<string, Member>();
+  /** Every table published, with what it was planned against. */
+  readonly published: ReturnType<typeof publishedBy> = [];
+  /** When each of them was published. */
+  readonly publishedAt: number[] = [];
+  /** For each member, the most slots it was ever asked to enforce. */
+  readonly peak = new Map<string, number>();
+
+  readonly mode: HandoffMode;
+
+  constructor(slotCount: number, mode: HandoffMode, policy: HandoffPolicy = POLICY) {
+    this.mode = mode;
+    this.state = initialState({ slotCount, policy });
+  }
+
+  observations(): MemberObservation[] {
+    return [...this.pool].map(([name, m]) => ({ name, state: m.state, applied: m.applied }));
+  }
+
+  step(): void {
+    const before = this.state;
+    const res = step(this.state, { type: "observe", members: this.observations() }, this.now, this.mode);
+    this.state = res.state;
+    for (const p of publishedBy(before, this.state, res.effects)) {
+      this.published.push(p);
+      this.publishedAt.push(this.now);
+    }
+    const tables = tablesOf(this.state);
+    for (const [name, m] of this.pool) {
+      const target = follow({ generation: 0, slots: [] }, tables, name);
+      this.peak.set(name, Math.max(this.peak.get(name) ?? 0, target.slots.length));
+      m.applied = Math.max(m.applied, target.generation);
+    }
+  }
+
+  /** Steps until `ms` passed, every `tickMs`. */
+  run(ms: number, tickMs = 100): void {
+    for (const end = this.now + ms; this.now < end; this.now += tickMs) this.step();
+  }
+
+  stable(): boolean {
+    const ready = [...this.pool].filter(([, m]) => m.state === MemberState.Ready).map(([n]) => n);
+    return this.state.pending === undefined && this.state.phase === Phase.Stable && ready.every((n) => this.state.committed.owners.includes(n)) && this.state.committed.owners.every((o) => o !== undefined && ready.includes(o));
+  }
+}
+
+t.test("a fresh ring's first table waits until no member joined for the quiet window, then gives every member its share at once", async (t) => {
+  const c = new Cluster(256, HandoffMode.Overlap);
+  c.pool.set("a", { state: MemberState.Ready, applied: 0 });
+  c.step();
+  t.equal(c.state.phase, Phase.Settling, "the first member alone does not get the keyspace");
+  t.equal(nextWakeMs(c.state, c.now), QUIET, "the leader looks again when the quiet window ends");
+  c.now += 2_000;
+  c.pool.set("b", { state: MemberState.Ready, applied: 0 });
+  c.step();
+  t.equal(c.published.length, 0, "a join restarts the quiet window");
+  t.equal(nextWakeMs(c.state, c.now), QUIET);
+  c.now += QUIET;
+  c.step();
+  t.equal(c.published.length, 1, "one table once the window passed quietly");
+  t.same(gainersOf(c.published[0]?.from ?? [], c.published[0]?.to ?? []), ["a", "b"]);
+  c.now += 100;
+  c.step();
+  t.same([slotsOf(c.state.committed.owners, "a").length, slotsOf(c.state.committed.owners, "b").length], [128, 128], "committed once both reported: half the keyspace each");
+});
+
+t.test("a fresh ring whose members keep arriving gets its first table at the bound, counted from the first member", async (t) => {
+  const c = new Cluster(256, HandoffMode.Overlap);
+  for (let i = 0; c.published.length === 0 && i < 100; i++) {
+    c.pool.set(`m${i}`, { state: MemberState.Ready, applied: 0 });
+    c.run(1_000);
+  }
+  t.equal(c.published.length, 1);
+  t.equal((c.publishedAt[0] ?? 0) - T0, MAX, "the first table is out at the bound, though members still arrive every second");
+});
+
+t.test("a rebuilt status does not wait: members that acknowledged a generation hold slots the table must follow at once", async (t) => {
+  const c = new Cluster(16, HandoffMode.Overlap);
+  c.pool.set("a", { state: MemberState.Ready, applied: 7 });
+  c.pool.set("b", { state: MemberState.Ready, applied: 7 });
+  c.step();
+  t.equal(c.published.length, 1);
+  t.not(c.state.phase, Phase.Settling);
+});
+
+t.test("the relist budget counts keyspace: a wave of joiners into a large ring moves in one handoff, a leave from a small one in several", async (t) => {
+  // 64 members of 4 slots; 16 join (a rolling update's surge): each joiner
+  // relists one share of 1/80, 0.2 keyspaces in all, within the default 1.
+  const big = new Cluster(256, HandoffMode.Overlap, { ...POLICY, settleQuietMs: 0 });
+  for (let i = 0; i < 64; i++) big.pool.set(`old-${String(i).padStart(2, "0")}`, { state: MemberState.Ready, applied: 0 });
+  big.run(1_000);
+  t.ok(big.stable(), "64 members settled");
+  big.published.length = 0;
+  for (let i = 0; i < 16; i++) big.pool.set(`new-${String(i).padStart(2, "0")}`, { state: MemberState.Ready, applied: 0 });
+  big.run(1_000);
+  t.ok(big.stable(), "80 members settled");
+  t.equal(big.published.length, 1, "one handoff for the whole wave");
+  t.equal(gainersOf(big.published[0]?.from ?? [], big.published[0]?.to ?? []).length, 16);
+  t.ok(relistCost(big.published[0]?.from ?? [], big.published[0]?.to ?? []) <= 0.25, "the wave relists about a fifth of the keyspace");
+
+  // A budget of a quarter keyspace over four members of 64 slots: a leave
+  // gives each survivor about a third, so one gainer per handoff.
+  const small = new Cluster(256, HandoffMode.Overlap, { ...POLICY, settleQuietMs: 0, relistBudget: 0.4 });
+  for (const n of ["a", "b", "c", "d"]) small.pool.set(n, { state: MemberState.Ready, applied: 0 });
+  small.run(1_000);
+  small.published.length = 0;
+  const d = small.pool.get("d");
+  if (d !== undefined) d.state = MemberState.Leaving;
+  small.run(2_000);
+  t.equal(small.published.length, 3, "three handoffs");
+  t.ok(
+    small.published.every((p) => gainersOf(p.from, p.to).length === 1 && relistCost(p.from, p.to) <= 0.4),
+    "each within 0.4 keyspaces",
+  );
+});
+
+t.test("property: M members started in batches within the settle bound each list once, their own share, and the ring lists about one keyspace in all", async (t) => {
+  let seed = 32;
+  const rnd = (): number => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  for (let run = 0; run < 40; run++) {
+    const members = 8 + Math.floor(rnd() * 57);
+    const slotCount = rnd() < 0.5 ? 256 : 1024;
+    const mode = rnd() < 0.5 ? HandoffMode.Overlap : HandoffMode.Exclusive;
+    const label = `run ${run} (${members} members, ${slotCount} slots, ${mode})`;
+    const c = new Cluster(slotCount, mode);
+    // Batches a Deployment's rollout could produce: a few pods at a time,
+    // each batch under the quiet window after the one before, all of them
+    // within the settle bound.
+    let started = 0;
+    while (started < members) {
+      const batch = Math.min(members - started, 1 + Math.floor(rnd() * 8));
+      for (let i = 0; i < batch; i++) c.pool.set(`m-${String(started + i).padStart(3, "0")}`, { state: MemberState.Ready, applied: 0 });
+      started += batch;
+      const gap = Math.floor(rnd() * (QUIET - 200));
+      if (started < members && c.now - T0 + gap > MAX - QUIET) break;
+      c.run(Math.max(100, gap));
+    }
+    c.run(QUIET + 2_000);
+    t.ok(c.stable(), `${label}: settled`);
+    const present = c.pool.size;
+    const share = Math.ceil(slotCount / present);
+    const gains = new Map<string, number>();
+    for (const p of c.published) for (const g of gainersOf(p.from, p.to)) gains.set(g, (gains.get(g) ?? 0) + 1);
+    t.ok(
+      [...c.pool.keys()].every((n) => gains.get(n) === 1),
+      `${label}: every member gained (and so listed) exactly once`,
+    );
+    const peak = Math.max(...c.peak.values());
+    t.ok(peak <= 2 * share, `${label}: no member was asked for more than twice its final share (${peak} slots, share ${share})`);
+    const listed = c.published.reduce((n, p) => n + relistCost(p.from, p.to), 0);
+    t.ok(listed <= 1.25, `${label}: ${listed.toFixed(3)} keyspaces listed in all (≤ 1.25)`);
+  }
+});
+
+t.test("property: members that keep joining after the first table each still list once, and nobody holds more than it is given", async (t) => {
+  let seed = 5;
+  const rnd = (): number => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  for (let run = 0; run < 20; run++) {
+    const c = new Cluster(256, rnd() < 0.5 ? HandoffMode.Overlap : HandoffMode.Exclusive);
+    const total = 8 + Math.floor(rnd() * 40);
+    for (let i = 0; i < total; i++) {
+      c.pool.set(`m-${String(i).padStart(3, "0")}`, { state: MemberState.Ready, applied: 0 });
+      c.run(100 + Math.floor(rnd() * 2 * QUIET));
+    }
+    c.run(QUIET + 5_000);
+    t.ok(c.stable(), `run ${run}: settled`);
+    const gains = new Map<string, number>();
+    for (const p of c.published) for (const g of gainersOf(p.from, p.to)) gains.set(g, (gains.get(g) ?? 0) + 1);
+    t.ok(
+      [...c.pool.keys()].every((n) => gains.get(n) === 1),
+      `run ${run}: a join takes slots from the others, who only narrow: every member listed once (${[...gains.values()].join(",")})`,
+    );
+  }
+});
