@@ -82,14 +82,14 @@ export interface CoordinatorOptions extends RingApiAccess, RingShellOptions {
   readonly maxBackoffMs?: number | undefined;
   /**
    * A fresh ring's first table waits until no member joined for this long.
-   * Default: 1.5 × the election's retry period (3 s), a little more than a
-   * member needs from its start to its first renewal.
+   * Default: 2.5 × the election's retry period (5 s): pods a Deployment
+   * starts together create their Leases within a few seconds of each other.
    */
   readonly settleQuietMs?: number | undefined;
   /**
    * ...and no longer than this after its first member was seen. Default:
-   * two thirds of the election's lease duration (10 s), so that a cold
-   * start reaches exact coverage within a lease duration plus one list.
+   * the election's lease duration (15 s), so that members still arriving
+   * cannot hold the first table back for good.
    */
   readonly settleMaxMs?: number | undefined;
   /** Run while leading, e.g. the labeller; their status goes into every status write. */
@@ -519,8 +519,8 @@ class RingController {
       backoffMs: o.backoffMs ?? 1_000,
       maxBackoffMs: o.maxBackoffMs ?? 60_000,
       relistBudget: spec.relistBudget,
-      settleQuietMs: o.settleQuietMs ?? Math.round(1.5 * t.retryPeriodMs),
-      settleMaxMs: o.settleMaxMs ?? Math.round((2 / 3) * t.leaseDurationSeconds * 1000),
+      settleQuietMs: o.settleQuietMs ?? Math.round(2.5 * t.retryPeriodMs),
+      settleMaxMs: o.settleMaxMs ?? t.leaseDurationSeconds * 1000,
     };
   }
 
