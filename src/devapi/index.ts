@@ -3,7 +3,7 @@
  * and the demo, with KEP-5866 sharded LIST/WATCH and a switchable gate.
  *
  * Emulated (checked against the recorded transcripts in
- * `shared/fixtures/kube-apiserver/` by `test/devapi/conformance.test.ts`):
+ * `test/fixtures/kube-apiserver/` by `test/devapi/conformance.test.ts`):
  * - CRUD for any group/version/resource, namespaced or cluster-scoped, typed
  *   (metadata before items, shardInfo echoed) or unstructured (sorted keys,
  *   list metadata after items, no shardInfo); `generateName`; server-set

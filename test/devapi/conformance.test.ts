@@ -1,6 +1,6 @@
 /**
  * Conformance: replays every JSON case of the recorded transcripts in
- * `shared/fixtures/kube-apiserver/` against a devapi seeded with the exact
+ * `test/fixtures/kube-apiserver/` against a devapi seeded with the exact
  * recorded objects (names, namespaces, labels and uids), and compares what
  * matters to shardcar: status code, error text, `shardInfo`, the set of
  * returned objects (by name and uid, hence by hash range), paging metadata,
@@ -12,10 +12,9 @@
  * replayed are listed, with reasons, in docs/devapi.md and in SKIPPED below.
  */
 import t, { type Test } from "tap";
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONFIGMAPS, CUSTOMRESOURCEDEFINITIONS, LEASES, PODS, startDevApi, type DevApi, type GateMode, type KubeObject, type ResourceDef } from "../../src/devapi/index.ts";
-import { fixturePath } from "../support/fixtures.ts";
+import { fixturePath, hasFixture, readFixtureText } from "../support/fixtures.ts";
 import {
   caseNames,
   hasProtobufBody,
@@ -360,7 +359,7 @@ for (const spec of DIRS) {
     const ctx: Ctx = { api, spec, seedRv: api.store.resourceVersion, tokens: new Map() };
     const dir = fixturePath(spec.dir);
 
-    if (spec.versionDir !== undefined && existsSync(join(fixturePath(spec.versionDir), "version.request.txt"))) {
+    if (spec.versionDir !== undefined && hasFixture(join(fixturePath(spec.versionDir), "version.request.txt"))) {
       const vdir = spec.versionDir;
       await t.test(`${vdir}/version`, async (t) => {
         const rec = readResponse(fixturePath(vdir), "version");
@@ -417,13 +416,13 @@ for (const spec of DIRS) {
 }
 
 t.test("every JSON case in the fixtures is either replayed or listed as skipped", async (t) => {
-  const checks = JSON.parse(readFileSync(fixturePath("checks.json"), "utf8")) as { lists: Record<string, Record<string, { encoding: string }>> };
+  const checks = JSON.parse(readFixtureText("checks.json")) as { lists: Record<string, Record<string, { encoding: string }>> };
   let jsonCases = 0;
   for (const spec of DIRS) {
     const dir = fixturePath(spec.dir);
     jsonCases += caseNames(dir).filter((n) => !hasProtobufBody(dir, n)).length;
   }
-  jsonCases += DIRS.filter((s) => s.versionDir !== undefined && existsSync(join(fixturePath(s.versionDir), "version.request.txt"))).length;
+  jsonCases += DIRS.filter((s) => s.versionDir !== undefined && hasFixture(join(fixturePath(s.versionDir), "version.request.txt"))).length;
   const skipped = Object.keys(SKIPPED).length;
   t.equal(replayed + skipped, jsonCases, `${replayed} replayed + ${skipped} skipped`);
   // Every directory checks.json knows about is covered by DIRS.

@@ -2,11 +2,13 @@
  * Reading the recorded HTTP transcripts (`NAME.request.txt`,
  * `NAME.response.txt`, `NAME.actions.json`) and talking to a server the way
  * the recorder did: exact path and raw query, the recorded Accept and
- * User-Agent, nothing else.
+ * User-Agent, nothing else. A `dir` is a folder of the recordings, absolute
+ * or relative to test/fixtures/kube-apiserver/ (files stored gzipped are read
+ * as they were recorded: test/support/fixtures.ts).
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { join } from "node:path";
+import { fixtureNames, hasFixture, readFixtureText } from "../support/fixtures.ts";
 
 export interface RecordedRequest {
   readonly method: string;
@@ -41,7 +43,7 @@ function headerBlock(lines: string[]): Map<string, string> {
 }
 
 export function readRequest(dir: string, name: string): RecordedRequest {
-  const text = readFileSync(join(dir, `${name}.request.txt`), "utf8");
+  const text = readFixtureText(join(dir, `${name}.request.txt`));
   const lines = text.split("\n");
   const [method = "GET", target = "/"] = (lines[0] ?? "").split(" ");
   const end = lines.indexOf("", 1);
@@ -55,7 +57,7 @@ export function readRequest(dir: string, name: string): RecordedRequest {
 }
 
 export function readResponse(dir: string, name: string): RecordedResponse {
-  const text = readFileSync(join(dir, `${name}.response.txt`), "utf8");
+  const text = readFixtureText(join(dir, `${name}.response.txt`));
   const split = text.indexOf("\n\n");
   const head = (split < 0 ? text : text.slice(0, split)).split("\n");
   const body = split < 0 ? "" : text.slice(split + 2);
@@ -69,20 +71,19 @@ export function readResponse(dir: string, name: string): RecordedResponse {
 
 export function readActions(dir: string, name: string): { startResourceVersion?: string; actions: RecordedAction[] } | undefined {
   const file = join(dir, `${name}.actions.json`);
-  if (!existsSync(file)) return undefined;
-  return JSON.parse(readFileSync(file, "utf8")) as { startResourceVersion?: string; actions: RecordedAction[] };
+  if (!hasFixture(file)) return undefined;
+  return JSON.parse(readFixtureText(file)) as { startResourceVersion?: string; actions: RecordedAction[] };
 }
 
 /** Case names in a directory (every `NAME.request.txt`), sorted. */
 export function caseNames(dir: string): string[] {
-  return readdirSync(dir)
+  return fixtureNames(dir)
     .filter((f) => f.endsWith(".request.txt"))
-    .map((f) => f.slice(0, -".request.txt".length))
-    .sort();
+    .map((f) => f.slice(0, -".request.txt".length));
 }
 
 export function hasProtobufBody(dir: string, name: string): boolean {
-  return existsSync(join(dir, `${name}.body.bin`));
+  return hasFixture(join(dir, `${name}.body.bin`));
 }
 
 /** Newline-delimited JSON values of a watch body. */

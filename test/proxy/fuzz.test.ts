@@ -113,6 +113,10 @@ async function failures(targets: readonly Target[]): Promise<string[]> {
   return out;
 }
 
+// Read before any server starts: a missing recording fails the file at once,
+// with its path, and leaves nothing open behind it.
+const observed = observedRequests().map((o) => o.request);
+
 t.test("every request the listener can receive gets an answer or a clean close, and no sharded answer leaves the shard", async (t) => {
   const settings = fuzzSettings({ cases: 300, seed: 20261201, concurrency: 8 });
   // Short histories: what devapi keeps must stop growing early in the run.
@@ -123,7 +127,6 @@ t.test("every request the listener can receive gets an answer or a clean close, 
   t.teardown(stopChurn);
   const ca = await createLocalCa("fuzz", new Date(), 3600_000);
   const tls = await ca.issue({ commonName: "localhost", names: ["localhost", "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
-  const observed = observedRequests().map((o) => o.request);
   t.ok(observed.length >= 9, `the recorded corpus holds the kubectl and client-go requests (${observed.length})`);
 
   // The ring-like proxy owns some of the first three quarters; never the last.

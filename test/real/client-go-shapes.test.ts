@@ -2,7 +2,7 @@
  * Issue 8 (c): requests shaped exactly like a client-go 0.36.4 informer's —
  * path, parameter order, `+` for spaces, `timeout`/`timeoutSeconds`, Accept,
  * User-Agent, as recorded in the `-v=8` logs of
- * `../shared/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`
+ * `test/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`
  * (plus the `Accept-Encoding: gzip` Go's transport adds below that log) — go
  * through a proxy that owns shard 1/3 of the real server. The proxy's output is
  * decoded independently (protobufjs from the upstream .proto files, or

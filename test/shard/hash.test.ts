@@ -1,7 +1,6 @@
 import t from "tap";
-import { readFileSync } from "node:fs";
 import { fnv1a64, fnv1a64Hex, fnv1a64Into } from "../../src/shard/hash.ts";
-import { fixturePath } from "../support/fixtures.ts";
+import { readFixtureText } from "../support/fixtures.ts";
 
 // The vectors from kep-5866.md §2, verbatim.
 const VECTORS: Array<[string, string]> = [
@@ -20,7 +19,7 @@ t.test("fnv1a64 reproduces every KEP-5866 vector", async (t) => {
 
 t.test("fnv1a64 agrees with the server on every recorded pod uid and namespace", async (t) => {
   for (const server of ["minicore", "kube-apiserver"]) {
-    const file = JSON.parse(readFileSync(fixturePath(`${server}/gate-on/pods/uid-hash-vectors.json`), "utf8")) as {
+    const file = JSON.parse(readFixtureText(`${server}/gate-on/pods/uid-hash-vectors.json`)) as {
       vectors: Array<{ uid: string; namespace: string; fnv1a64_uid: string; fnv1a64_namespace: string; serverUidHalf: string }>;
     };
     t.equal(file.vectors.length, 200, `${server}: all 200 pods`);

@@ -1,8 +1,7 @@
 import t from "tap";
-import { readdirSync, readFileSync } from "node:fs";
 import { formatSelector, parseSelector } from "../../src/shard/selector.ts";
 import { SelectorSyntaxError } from "../../src/errors.ts";
-import { fixturePath } from "../support/fixtures.ts";
+import { fixtureNames, readFixtureText } from "../support/fixtures.ts";
 
 function decodedSelector(requestText: string): string | undefined {
   const line = requestText.split("\n").find((l) => l.startsWith("# decoded query:"));
@@ -25,9 +24,9 @@ const DIRS = ["minicore/gate-on/pods", "kube-apiserver/gate-on/pods", "apiextens
 t.test("every recorded invalid selector is refused with the server's exact message", async (t) => {
   let n = 0;
   for (const dir of DIRS) {
-    for (const f of readdirSync(fixturePath(dir)).filter((f) => /^(pb-)?invalid-.*\.request\.txt$/.test(f))) {
-      const req = readFileSync(fixturePath(`${dir}/${f}`), "utf8");
-      const resp = readFileSync(fixturePath(`${dir}/${f.replace(".request.txt", ".response.txt")}`), "utf8");
+    for (const f of fixtureNames(dir).filter((f) => /^(pb-)?invalid-.*\.request\.txt$/.test(f))) {
+      const req = readFixtureText(`${dir}/${f}`);
+      const resp = readFixtureText(`${dir}/${f.replace(".request.txt", ".response.txt")}`);
       const value = rawSelector(req);
       if (value === null) continue;
       const status = Number(resp.split(" ")[1]);
@@ -52,11 +51,11 @@ t.test("every recorded invalid selector is refused with the server's exact messa
 t.test("every accepted selector in the transcripts echoes exactly as the server's shardInfo", async (t) => {
   let n = 0;
   for (const dir of DIRS) {
-    for (const f of readdirSync(fixturePath(dir)).filter((f) => /^list-.*\.request\.txt$/.test(f))) {
-      const req = readFileSync(fixturePath(`${dir}/${f}`), "utf8");
+    for (const f of fixtureNames(dir).filter((f) => /^list-.*\.request\.txt$/.test(f))) {
+      const req = readFixtureText(`${dir}/${f}`);
       const value = rawSelector(req);
       if (value === null || value === "") continue;
-      const resp = readFileSync(fixturePath(`${dir}/${f.replace(".request.txt", ".response.txt")}`), "utf8");
+      const resp = readFixtureText(`${dir}/${f.replace(".request.txt", ".response.txt")}`);
       const body = JSON.parse(responseBody(resp)) as { metadata?: { shardInfo?: { selector?: string } } };
       const echo = body.metadata?.shardInfo?.selector;
       if (echo === undefined) continue;

@@ -1,6 +1,6 @@
 /**
  * Reading the recorded kube-apiserver transcripts in
- * `../shared/fixtures/kube-apiserver/` (format: that folder's README, "File
+ * `test/fixtures/kube-apiserver/` (format: that folder's README, "File
  * format"): `NAME.request.txt` is a request line, headers, a blank line and a
  * `# decoded query:` comment; `NAME.response.txt` is a status line, headers, a
  * blank line and the body, or a `# body:` marker when the exact bytes are in
@@ -8,9 +8,7 @@
  *
  * Read-only and synchronous: for tests, not for product code.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
-import { FIXTURES_ROOT, fixturePath } from "./fixtures.ts";
+import { findFixtures, hasFixture, readFixture, readFixtureText } from "./fixtures.ts";
 
 export interface RecordedRequest {
   readonly method: string;
@@ -80,13 +78,13 @@ export function parseResponse(bytes: Buffer, binBody?: Buffer): RecordedResponse
 
 /** Reads one recorded case: `dir` relative to the fixtures root, `name` without suffix. */
 export function readCase(dir: string, name: string): RecordedCase {
-  const base = join(fixturePath(dir), name);
+  const base = `${dir}/${name}`;
   const bin = `${base}.body.bin`;
   return {
     dir,
     name,
-    request: parseRequest(readFileSync(`${base}.request.txt`, "utf8")),
-    response: parseResponse(readFileSync(`${base}.response.txt`), existsSync(bin) ? readFileSync(bin) : undefined),
+    request: parseRequest(readFixtureText(`${base}.request.txt`)),
+    response: parseResponse(readFixture(`${base}.response.txt`), hasFixture(bin) ? readFixture(bin) : undefined),
   };
 }
 
@@ -113,24 +111,15 @@ function escapeRe(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-function walk(dir: string, out: string[]): void {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    if (entry.isDirectory()) walk(p, out);
-    else if (entry.name.endsWith(".request.txt")) out.push(relative(FIXTURES_ROOT, p).slice(0, -".request.txt".length));
-  }
-}
-
 /**
  * Lists recorded cases whose `dir/name` matches a glob, sorted: `*` matches
  * within one path segment, `**` across segments, `?` one character, and
  * `{a,b}` alternatives. Example: `*\/gate-{on,off}/*\/list-*`.
  */
 export function listCases(glob: string): Array<{ dir: string; name: string }> {
-  const all: string[] = [];
-  walk(FIXTURES_ROOT, all);
   const re = globToRegExp(glob);
-  return all
+  return findFixtures(".request.txt")
+    .map((file) => file.slice(0, -".request.txt".length))
     .filter((id) => re.test(id))
     .sort()
     .map((id) => {

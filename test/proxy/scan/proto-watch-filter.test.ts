@@ -1,11 +1,10 @@
 import t from "tap";
-import { readFileSync } from "node:fs";
 import { createProtoWatchFilter, type ProtoWatchFilterOptions } from "../../../src/proxy/scan/proto-watch-filter.ts";
 import { protoWatchErrorFrame } from "../../../src/proxy/scan/status-encoding.ts";
 import { lenField, stringField } from "../../../src/proxy/scan/proto-wire.ts";
 import { HashMatcher } from "../../../src/shard/range.ts";
 import { parseSelector, type ShardSelector } from "../../../src/shard/selector.ts";
-import { fixturePath } from "../../support/fixtures.ts";
+import { readFixtureText } from "../../support/fixtures.ts";
 import { protoCases, type ProtoCase } from "../../support/proto/fixtures.ts";
 import { decodeEvent, frame, loadK8sProto, metaOf, splitFrames, type DecodedEvent } from "../../support/proto/k8s.ts";
 import { podWatchFrames } from "../../support/proto/pods.ts";
@@ -127,7 +126,7 @@ t.test("every recorded protobuf watch, filtered, passes exactly the in-range eve
         t.ok(new HashMatcher(c.selector.ranges).matchesString(keyOf(ev, c.selector)), `${ev.type} ${metaOf(ev.object).uid ?? ""} is in range`);
       }
       // The writes made during the watch: each appears iff it is in range.
-      const actions = (JSON.parse(readFileSync(fixturePath(`${c.name}.actions.json`), "utf8")) as { actions: Action[] }).actions;
+      const actions = (JSON.parse(readFixtureText(`${c.name}.actions.json`)) as { actions: Action[] }).actions;
       const seen = new Set(outEvents.map((e) => metaOf(e.object).uid));
       for (const a of actions) {
         // Deletes are recorded without a uid; their creates name the object.
@@ -156,7 +155,7 @@ t.test("a gate-off watch-list filtered here starts from the same objects as the 
     pairs++;
     const created = new Set<string>();
     for (const c of [off, on]) {
-      const actions = (JSON.parse(readFileSync(fixturePath(`${c.name}.actions.json`), "utf8")) as { actions: Action[] }).actions;
+      const actions = (JSON.parse(readFixtureText(`${c.name}.actions.json`)) as { actions: Action[] }).actions;
       for (const a of actions) if (a.uid !== undefined) created.add(a.uid);
     }
     const mine = await checkRecording(off, off.selector);

@@ -1,13 +1,12 @@
 /**
  * The proxy fuzzer's corpus: the requests kubectl 1.36 and client-go 0.36
  * were recorded sending (`-v=8` logs in
- * `../shared/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`),
+ * `test/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`),
  * plus the lock requests client-go's leader election makes, which the
  * recordings do not hold and `--leader-election` renames.
  */
-import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { fixturePath } from "../../support/fixtures.ts";
+import { fixtureNames, fixturePath, readFixtureText } from "../../support/fixtures.ts";
 
 /** One HTTP/1.1 request, in pieces a mutation can reach. Nothing is validated. */
 export interface RequestModel {
@@ -28,8 +27,8 @@ const REQUEST = /"Request" verb="([A-Z]+)" url="([^"]+)" headers=<\n((?:\t[^\n]*
 /** Every request in the recorded logs, in order, with its recorded headers. */
 export function observedRequests(dir = OBSERVED_DIR): Array<{ file: string; request: RequestModel }> {
   const out: Array<{ file: string; request: RequestModel }> = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".log")).sort()) {
-    const text = readFileSync(join(dir, file), "utf8");
+  for (const file of fixtureNames(dir).filter((f) => f.endsWith(".log"))) {
+    const text = readFixtureText(join(dir, file));
     for (const m of text.matchAll(REQUEST)) {
       const url = new URL(m[2] as string);
       const headers = (m[3] as string)

@@ -1,11 +1,10 @@
 /**
  * The requests real clients were seen to send (`-v=8` logs in
- * `../shared/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`),
+ * `test/fixtures/kube-apiserver/kube-apiserver/observed-client-requests/`),
  * read back so the lane can send exactly the same path, query (parameter order,
  * `+` for spaces) and headers.
  */
-import { readFileSync } from "node:fs";
-import { fixturePath } from "../../support/fixtures.ts";
+import { readFixtureText } from "../../support/fixtures.ts";
 
 export const OBSERVED_DIR = "kube-apiserver/observed-client-requests";
 
@@ -19,7 +18,7 @@ export interface ObservedRequest {
 
 /** Every `"Request"` record in one log, in order. */
 export function observedRequests(file: string): ObservedRequest[] {
-  const lines = readFileSync(fixturePath(`${OBSERVED_DIR}/${file}`), "utf8").split("\n");
+  const lines = readFixtureText(`${OBSERVED_DIR}/${file}`).split("\n");
   const out: ObservedRequest[] = [];
   for (let i = 0; i < lines.length; i++) {
     const m = /"Request" verb="([A-Z]+)" url="([^"]+)" headers=</.exec(lines[i] ?? "");

@@ -1,13 +1,11 @@
 /**
- * The protobuf recordings under ../shared/fixtures/kube-apiserver: every
+ * The protobuf recordings under test/fixtures/kube-apiserver: every
  * `*.body.bin`, with the selector its request sent and how the server
  * answered. Discovered, not listed, so a new recording is a new test case.
  */
-import { readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
 import { HashMatcher } from "../../../src/shard/range.ts";
 import { formatSelector, parseSelector, type ShardSelector } from "../../../src/shard/selector.ts";
-import { FIXTURES_ROOT } from "../fixtures.ts";
+import { findFixtures, readFixture, readFixtureText } from "../fixtures.ts";
 
 export interface ProtoCase {
   /** e.g. `kube-apiserver/gate-on/pods/pb-list-uid-low`. */
@@ -25,14 +23,6 @@ export interface ProtoCase {
   /** The request's selector, parsed; undefined when none was sent or it is invalid (see `selectorText`). */
   readonly selector: ShardSelector | undefined;
   readonly selectorText: string | undefined;
-}
-
-function walk(dir: string, out: string[]): void {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) walk(p, out);
-    else if (e.name.endsWith(".body.bin")) out.push(p);
-  }
 }
 
 function decodedQuery(requestTxt: string): Map<string, string> {
@@ -62,16 +52,13 @@ function tryParse(text: string): ShardSelector | undefined {
 
 /** All protobuf recordings, sorted by name. */
 export function protoCases(): ProtoCase[] {
-  const files: string[] = [];
-  walk(FIXTURES_ROOT, files);
-  return files.sort().map((file) => {
-    const stem = file.slice(0, -".body.bin".length);
-    const name = relative(FIXTURES_ROOT, stem);
+  return findFixtures(".body.bin").map((file) => {
+    const name = file.slice(0, -".body.bin".length);
     const [server = "", gate = "", resource = "", caseName = ""] = name.split("/");
-    const response = readFileSync(`${stem}.response.txt`, "utf8");
+    const response = readFixtureText(`${name}.response.txt`);
     const status = Number(/^HTTP\/\S+ (\d+)/.exec(response)?.[1] ?? "0");
     const contentType = /^content-type: *(.*)$/im.exec(response)?.[1]?.trim() ?? "";
-    const query = decodedQuery(readFileSync(`${stem}.request.txt`, "utf8"));
+    const query = decodedQuery(readFixtureText(`${name}.request.txt`));
     const sel = query.get("shardSelector");
     return {
       name,
@@ -82,7 +69,7 @@ export function protoCases(): ProtoCase[] {
       status,
       contentType,
       watch: /stream=watch/.test(contentType),
-      body: readFileSync(file),
+      body: readFixture(file),
       query,
       selector: sel === undefined || sel.trim() === "" ? undefined : tryParse(sel),
       selectorText: sel,
