@@ -43,3 +43,18 @@ export function makeUpstream(server: string, ca?: string, opts: { tlsServerName?
   const agent = new https.Agent({ keepAlive: true, ca, rejectUnauthorized: true, ...(opts.tlsServerName === undefined ? {} : { servername: opts.tlsServerName }) });
   return ca === undefined ? { url, agent } : { url, ca, agent };
 }
+
+/**
+ * An upstream failure as one line. Node's connect tries every address of a
+ * name (`localhost`: ::1 and 127.0.0.1) and fails with an AggregateError
+ * whose own message is empty: the addresses' errors are its message then.
+ */
+export function describeUpstreamError(e: unknown): string {
+  if (e instanceof AggregateError && e.message === "") return e.errors.map(describeUpstreamError).join("; ");
+  if (!(e instanceof Error)) return String(e);
+  // OpenSSL's own text is a line of codes and a source path; its reason is what a reader can use.
+  const tls = /SSL routines:[^:]*:([^:]+):/.exec(e.message)?.[1];
+  if (tls !== undefined) return `TLS handshake failed: ${tls}${tls === "wrong version number" ? " (does it serve plain http?)" : ""}`;
+  const code = (e as Error & { code?: unknown }).code;
+  return e.message !== "" ? e.message : typeof code === "string" ? code : e.name;
+}

@@ -8,6 +8,8 @@ import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
+import { UpstreamProbe } from "../../proxy/upstream-probe.ts";
+import { monotonicClock } from "../../clock.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
 import { parseLabelKey, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts";
@@ -168,7 +170,9 @@ Examples:
       throw new UsageError("--leader-election", "--leader-election needs a shard identity: use i/N or ordinal/N, or give --pod-name");
     }
     const lock = lockSpec === undefined || identity === undefined ? undefined : { spec: lockSpec, identity };
-    const readiness: ReadinessCheck[] = [];
+    // Not ready until the upstream answers; a wrong --server is named in the log at once.
+    const probe = new UpstreamProbe({ upstream, logger, clock: monotonicClock });
+    const readiness: ReadinessCheck[] = [probe.readiness];
     if (member !== undefined) {
       let started = false;
       const m = member;
@@ -207,6 +211,7 @@ Examples:
       ...(adminAccess === undefined ? {} : { adminAccess }),
       ...(tls === undefined ? {} : { tls }),
       upstream,
+      upstreamFailed: () => probe.suspect(),
       resources,
       ownership,
       fallback,
@@ -224,7 +229,9 @@ Examples:
     });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => `${r.resource}=${r.key}`), filter: filterMode, ...(labelKey === undefined ? {} : { slotLabel: labelKey }) }, "proxy ready");
     io.stdout.write(`shardcar proxy listening on ${running.url}${running.adminUrl === undefined ? "" : ` (admin ${running.adminUrl})`}\n`);
+    probe.start();
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
+    probe.stop();
     // Leave the ring first: ranges are handed over while the proxy still serves.
     await member?.leave();
     await running.close();
