@@ -205,7 +205,7 @@ Examples:
       tls = await loopbackTls({ tls: values.tls === true, certFile: values["tls-cert"], keyFile: values["tls-key"], writeCa: values["write-ca"] });
     }
     const adminAccess = admin === undefined ? undefined : await adminAccessFor({ debugRemote: values["debug-remote"] === true, metricsAuth: values["metrics-auth"] === true, access });
-    const running = await startProxy({
+    const started = startProxy({
       listen,
       ...(admin === undefined ? {} : { admin }),
       ...(adminAccess === undefined ? {} : { adminAccess }),
@@ -226,6 +226,13 @@ Examples:
       syntheticDeletes: member !== undefined && settings.syntheticDeletes,
       waitForRangesMs: member === undefined ? 0 : waitForRangesMs,
       maxItemBytes,
+    });
+    // A listener that cannot open (a port in use) ends the command: what
+    // started already must not keep the process alive.
+    const running = await started.catch(async (e: unknown) => {
+      member?.halt();
+      await injectedMode?.close();
+      throw e;
     });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => `${r.resource}=${r.key}`), filter: filterMode, ...(labelKey === undefined ? {} : { slotLabel: labelKey }) }, "proxy ready");
     io.stdout.write(`shardcar proxy listening on ${running.url}${running.adminUrl === undefined ? "" : ` (admin ${running.adminUrl})`}\n`);
