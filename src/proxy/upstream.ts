@@ -24,6 +24,12 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 /** `tlsServerName`: the name to verify the certificate against, when it is not the server's host. `flag`: the one to blame. */
 export function makeUpstream(server: string, ca?: string, opts: { tlsServerName?: string | undefined; flag?: string } = {}): Upstream {
   const flag = opts.flag ?? "--kubeconfig";
+  // "127.0.0.1:8080" is no URL, and "localhost:8080" is one with the
+  // scheme "localhost:": either way what is missing is the scheme.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(server)) {
+    const local = LOOPBACK.has(server.replace(/:\d+$/, "")) ? `, or "http://${server}" for a development server such as shardcar devapi` : "";
+    throw new ConfigError(flag, `${opts.flag ?? "apiserver address"} ${JSON.stringify(server)}: missing scheme, did you mean "https://${server}"${local}?`);
+  }
   let url: URL;
   try {
     url = new URL(server);
