@@ -1,7 +1,15 @@
 #!/usr/bin/env node
 // The process edge: argv, environment, signals and the exit code. Everything
 // else lives in main.ts so tests can call it without a child process.
+import { nodeVersionProblem } from "./node-version.ts";
 import { applySidecarV8Flags } from "../sidecar-runtime.ts";
+
+// First: an older Node would fail later and say something else (the V8 flag below, for one).
+const tooOld = nodeVersionProblem(process.version, process.execPath);
+if (tooOld !== undefined) {
+  process.stderr.write(`${tooOld}\n`);
+  process.exit(2);
+}
 
 // Before anything else loads: the sidecar's startup is what these flags are for.
 if (process.argv[2] === "proxy") applySidecarV8Flags();

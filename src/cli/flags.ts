@@ -24,12 +24,41 @@ export function parseFlags<O extends Options>(argv: readonly string[], options: 
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     const flag = /'(-[^' ]+)/.exec(msg)?.[1] ?? "argument";
-    throw new UsageError(flag, msg.replace(/\. To specify a positional argument.*$/, ""), { cause: e });
+    const near = msg.startsWith("Unknown option '--") ? nearestFlag(flag.slice(2), Object.keys(options)) : undefined;
+    const hint = near === undefined ? "" : `; did you mean --${near}?`;
+    throw new UsageError(flag, `${msg.replace(/\. To specify a positional argument.*$/, "")}${hint}`, { cause: e });
   }
   // `help` is in every command's options (above), though O does not show it.
   const values: { readonly help?: unknown } = parsed.values;
   if (values.help === true) throw new HelpRequested("--help");
   return parsed;
+}
+
+/**
+ * The known flag a mistyped one most likely meant (`--shard` for
+ * `--shards`): the closest by edit distance, if within a third of its
+ * length (at least 1), or one that starts with what was typed.
+ */
+export function nearestFlag(typed: string, known: readonly string[]): string | undefined {
+  let best: { name: string; d: number } | undefined;
+  for (const name of known) {
+    const d = name.startsWith(typed) || typed.startsWith(name) ? Math.abs(name.length - typed.length) : editDistance(typed, name);
+    if (best === undefined || d < best.d) best = { name, d };
+  }
+  return best !== undefined && best.d <= Math.max(1, Math.floor(typed.length / 3)) ? best.name : undefined;
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions, one each. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row.push(Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
 }
 
 /** Parses a positive integer flag value, naming the flag on failure. */

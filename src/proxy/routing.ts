@@ -14,8 +14,8 @@ import type { Duplex } from "node:stream";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
 import type { Logger } from "../log.ts";
 import { filterableAccept } from "./accept.ts";
-import { sendStatus } from "./status.ts";
-import type { Upstream } from "./upstream.ts";
+import { sendPlainError, sendStatus } from "./status.ts";
+import { describeUpstreamError, type Upstream } from "./upstream.ts";
 
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade", "trailer"]);
 
@@ -51,6 +51,8 @@ export interface Routes {
 export function createRoutes(o: {
   upstream: Upstream;
   logger: Logger;
+  /** Told of every request that did not reach the upstream (the upstream probe looks again). */
+  upstreamFailed?: ((err: Error) => void) | undefined;
   onSharded: (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => void;
   onLock: (proxyRes: IncomingMessage, res: ServerResponse) => void;
 }): Routes {
@@ -61,8 +63,14 @@ export function createRoutes(o: {
   const locks = createProxyServer({ ...common, selfHandleResponse: true });
   for (const p of [passthrough, reads, sharded, locks]) {
     p.on("error", (err: Error, _req: IncomingMessage, res: ServerResponse | Duplex) => {
-      o.logger.warn({ err: err.message }, "upstream request failed");
-      if ("writeHead" in res) sendStatus(res, 502, `shardcar: apiserver unreachable: ${err.message}`, "InternalError");
+      const why = describeUpstreamError(err);
+      o.logger.warn({ upstream: o.upstream.url.origin, err: why }, "upstream request failed");
+      o.upstreamFailed?.(err);
+      // Plain text, not a Status: client-go shows a 5xx's text body in its
+      // message, discovery's included (kubectl's "an error on the server
+      // (...)"), where it reads a Status body only outside discovery and a
+      // 503's message never: a JSON Status here showed kubectl "unknown".
+      if ("writeHead" in res) sendPlainError(res, 502, `shardcar: apiserver ${o.upstream.url.origin} unreachable: ${why}`);
       else res.destroy();
     });
   }

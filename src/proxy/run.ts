@@ -71,11 +71,24 @@ export function parseListen(flag: string, value: string): ListenAddress {
   return { host: m[1] ?? (m[2] === "" ? "0.0.0.0" : (m[2] ?? "0.0.0.0")), port };
 }
 
-function listen(server: Server, addr: ListenAddress): Promise<AddressInfo> {
+/** Why an address cannot be listened on, in the user's words, for the codes a wrong flag causes. */
+const LISTEN_REFUSED: Readonly<Record<string, string>> = {
+  EADDRINUSE: "address already in use (another shardcar proxy, or another process, listens there)",
+  EACCES: "permission denied (a port below 1024 needs privileges)",
+  EADDRNOTAVAIL: "address not available on this host",
+};
+
+/** Listens on `addr`; an address the flag got wrong (in use, privileged, not this host's) is a ConfigError naming `flag` and the address. */
+function listen(server: Server, addr: ListenAddress, flag: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
-    server.once("error", reject);
+    const failed = (e: NodeJS.ErrnoException): void => {
+      const why = LISTEN_REFUSED[e.code ?? ""];
+      const at = addr.host.includes(":") ? `[${addr.host}]:${addr.port}` : `${addr.host}:${addr.port}`;
+      reject(why === undefined ? e : new ConfigError(flag, `cannot listen on ${flag} ${at}: ${why}`, { cause: e }));
+    };
+    server.once("error", failed);
     server.listen(addr.port, addr.host, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve(server.address() as AddressInfo);
     });
   });
@@ -142,7 +155,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   server.on("upgrade", front.upgrade);
   server.on("connect", front.connect);
   server.on("checkContinue", front.checkContinue);
-  const addr = await listen(server, cfg.listen);
+  const addr = await listen(server, cfg.listen, "--listen");
   let admin: Server | undefined;
   let adminUrl: string | undefined;
   if (cfg.admin !== undefined) {
@@ -162,7 +175,12 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
         };
       },
     });
-    const a = await listen(admin, cfg.admin);
+    // The proxy listener is open by now: it must not outlive a failed start.
+    const a = await listen(admin, cfg.admin, "--admin-listen").catch(async (e: unknown) => {
+      proxy.close();
+      await closeServer(server, sockets);
+      throw e;
+    });
     adminUrl = `${cfg.adminAccess?.tls === undefined ? "http" : "https"}://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`;
   }
   const scheme = cfg.tls === undefined ? "http" : "https";

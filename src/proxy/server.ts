@@ -100,6 +100,8 @@ export interface ShardProxyOptions {
   readonly failBufferBytes?: number;
   /** Seeds the relist jitter. Default Math.random. */
   readonly random?: () => number;
+  /** Told of every request that did not reach the upstream (`shardcar proxy` probes it again: upstream-probe.ts). */
+  readonly upstreamFailed?: (err: Error) => void;
   /** The time and timers the handoff ledger runs on. Default: the system clock. */
   readonly clock?: ProxyClock;
   /**
@@ -193,6 +195,7 @@ export class ShardProxy {
     this.#routes = createRoutes({
       upstream: opts.upstream,
       logger: opts.logger,
+      upstreamFailed: opts.upstreamFailed,
       onSharded: (proxyRes, req, res) => this.#onShardedResponse(proxyRes, req, res),
       onLock: (proxyRes, res) => this.#locks.response(proxyRes, res),
     });

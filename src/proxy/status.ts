@@ -11,15 +11,28 @@ import type { Duplex } from "node:stream";
 import { http } from "../node-builtins.ts";
 import { statusBody } from "./scan/status-encoding.ts";
 
-/** Writes a JSON Status response, unless headers already went out. */
-export function sendStatus(res: ServerResponse, code: number, message: string, reason?: string): void {
+/** Writes an error answer, unless headers already went out (then the response is cut). */
+function sendError(res: ServerResponse, code: number, contentType: string, body: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = JSON.stringify(statusBody(code, message, reason));
-  res.writeHead(code, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.writeHead(code, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
   res.end(body);
+}
+
+/** Writes a JSON Status response, unless headers already went out. */
+export function sendStatus(res: ServerResponse, code: number, message: string, reason?: string): void {
+  sendError(res, code, "application/json", JSON.stringify(statusBody(code, message, reason)));
+}
+
+/**
+ * A plain-text error answer, for the one case a Status hides: a 5xx that
+ * client-go meets in discovery, where it keeps the body of a text answer
+ * only (routing.ts, an upstream that cannot be reached).
+ */
+export function sendPlainError(res: ServerResponse, code: number, message: string): void {
+  sendError(res, code, "text/plain; charset=utf-8", `${message}\n`);
 }
 
 /** How long a refused upgrade's client may take to read the answer and close. */

@@ -24,6 +24,12 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 /** `tlsServerName`: the name to verify the certificate against, when it is not the server's host. `flag`: the one to blame. */
 export function makeUpstream(server: string, ca?: string, opts: { tlsServerName?: string | undefined; flag?: string } = {}): Upstream {
   const flag = opts.flag ?? "--kubeconfig";
+  // "127.0.0.1:8080" is no URL, and "localhost:8080" is one with the
+  // scheme "localhost:": either way what is missing is the scheme.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(server)) {
+    const local = LOOPBACK.has(server.replace(/:\d+$/, "")) ? `, or "http://${server}" for a development server such as shardcar devapi` : "";
+    throw new ConfigError(flag, `${opts.flag ?? "apiserver address"} ${JSON.stringify(server)}: missing scheme, did you mean "https://${server}"${local}?`);
+  }
   let url: URL;
   try {
     url = new URL(server);
@@ -42,4 +48,19 @@ export function makeUpstream(server: string, ca?: string, opts: { tlsServerName?
   // rejectUnauthorized stays true: never skip verification upstream.
   const agent = new https.Agent({ keepAlive: true, ca, rejectUnauthorized: true, ...(opts.tlsServerName === undefined ? {} : { servername: opts.tlsServerName }) });
   return ca === undefined ? { url, agent } : { url, ca, agent };
+}
+
+/**
+ * An upstream failure as one line. Node's connect tries every address of a
+ * name (`localhost`: ::1 and 127.0.0.1) and fails with an AggregateError
+ * whose own message is empty: the addresses' errors are its message then.
+ */
+export function describeUpstreamError(e: unknown): string {
+  if (e instanceof AggregateError && e.message === "") return e.errors.map(describeUpstreamError).join("; ");
+  if (!(e instanceof Error)) return String(e);
+  // OpenSSL's own text is a line of codes and a source path; its reason is what a reader can use.
+  const tls = /SSL routines:[^:]*:([^:]+):/.exec(e.message)?.[1];
+  if (tls !== undefined) return `TLS handshake failed: ${tls}${tls === "wrong version number" ? " (does it serve plain http?)" : ""}`;
+  const code = (e as Error & { code?: unknown }).code;
+  return e.message !== "" ? e.message : typeof code === "string" ? code : e.name;
 }

@@ -73,3 +73,23 @@ t.test("hash and ranges print the KEP vectors and the N=3 boundaries", async (t)
   const r = await run(["ranges", "3"]);
   t.match(r.out, /1\/3 {2}\[0x5555555555555555, 0xaaaaaaaaaaaaaaaa\)/);
 });
+
+t.test("an unknown flag near a known one suggests it (--shard 0/3: did you mean --shards?), a far one suggests nothing", async (t) => {
+  const near = await run(["proxy", "--server", "http://127.0.0.1:1", "--resources", "pods", "--shard", "0/3"]);
+  t.equal(near.code, 2);
+  t.equal(near.err, "shardcar proxy: Unknown option '--shard'; did you mean --shards?\n");
+  t.match((await run(["proxy", "--resource", "pods"])).err, /Unknown option '--resource'; did you mean --resources\?/, "a letter short");
+  t.match((await run(["proxy", "--sever", "http://127.0.0.1:1"])).err, /did you mean --server\?/, "a letter dropped inside");
+  t.match((await run(["ranges", "--keys", "uid", "3"])).err, /did you mean --key\?/, "every command's flags, not only the proxy's");
+  const far = await run(["proxy", "--resources", "pods", "--bogus"]);
+  t.equal(far.err, "shardcar proxy: Unknown option '--bogus'\n", "no guess when nothing is near");
+});
+
+t.test("a --server without a scheme says the scheme is missing and names the value, with the URL it likely meant", async (t) => {
+  const r = await run(["proxy", "--server", "127.0.0.1:8080", "--resources", "pods", "--shards", "0/3"]);
+  t.equal(r.code, 2);
+  t.equal(r.err, 'shardcar proxy: --server "127.0.0.1:8080": missing scheme, did you mean "https://127.0.0.1:8080", or "http://127.0.0.1:8080" for a development server such as shardcar devapi?\n');
+  // URL parses "localhost:8080" as the scheme "localhost:": the same mistake.
+  t.match((await run(["proxy", "--server", "localhost:8080", "--resources", "pods", "--shards", "0/3"])).err, /--server "localhost:8080": missing scheme, did you mean "https:\/\/localhost:8080"/);
+  t.equal((await run(["proxy", "--server", "api.example.com:6443", "--resources", "pods", "--shards", "0/3"])).err, 'shardcar proxy: --server "api.example.com:6443": missing scheme, did you mean "https://api.example.com:6443"?\n', "only loopback is offered http");
+});

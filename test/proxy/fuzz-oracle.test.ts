@@ -48,10 +48,10 @@ t.test("an answer is judged against the request it answers, found by its Audit-I
 
 t.test("a 502 is a finding unless it is the apiserver closing a kept-alive connection as the request went out on it", async (t) => {
   const bad = (message: string): string[] =>
-    judgeExchange({ methods: ["GET"] }, { received: Buffer.from(response({ "content-type": "application/json" }, JSON.stringify({ kind: "Status", code: 502, message })).replace("200 OK", "502 Bad Gateway")), serverClosed: false, error: undefined }, records, target, pb);
+    judgeExchange({ methods: ["GET"] }, { received: Buffer.from(response({ "content-type": "text/plain; charset=utf-8" }, `${message}\n`).replace("200 OK", "502 Bad Gateway")), serverClosed: false, error: undefined }, records, target, pb);
   // Each way node reports that race, by where the reset met the request (the long run of 2026-12-01 met "write ECONNRESET").
-  for (const race of ["socket hang up", "read ECONNRESET", "write ECONNRESET", "write EPIPE"]) t.same(bad(`shardcar: apiserver unreachable: ${race}`), [], race);
-  t.match(bad("shardcar: apiserver unreachable: connect ECONNREFUSED 127.0.0.1:1"), [/502 from the proxy/], "any other 502 is one");
+  for (const race of ["socket hang up", "read ECONNRESET", "write ECONNRESET", "write EPIPE"]) t.same(bad(`shardcar: apiserver http://127.0.0.1:6443 unreachable: ${race}`), [], race);
+  t.match(bad("shardcar: apiserver http://127.0.0.1:1 unreachable: connect ECONNREFUSED 127.0.0.1:1"), [/502 from the proxy/], "any other 502 is one");
 });
 
 t.test("a watch may name in a DELETED what an older generation owned, but never add it, and never delete what no generation owned", async (t) => {

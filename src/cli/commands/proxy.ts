@@ -8,6 +8,8 @@ import { createLogger } from "../../log.ts";
 import type { ProxyFiltering } from "../../proxy/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../../shard/ownership.ts";
 import { parseListen, startProxy } from "../../proxy/run.ts";
+import { UpstreamProbe } from "../../proxy/upstream-probe.ts";
+import { monotonicClock } from "../../clock.ts";
 import { slotAlignedRanges, slotLabelKey } from "../../shard/slots.ts";
 import { parseLabelKey, shardIdentity, staticRanges } from "../../shard/spec.ts";
 import { SETTING_FLAGS, settingsFromFlags } from "../../settings/pod-settings.ts";
@@ -168,7 +170,9 @@ Examples:
       throw new UsageError("--leader-election", "--leader-election needs a shard identity: use i/N or ordinal/N, or give --pod-name");
     }
     const lock = lockSpec === undefined || identity === undefined ? undefined : { spec: lockSpec, identity };
-    const readiness: ReadinessCheck[] = [];
+    // Not ready until the upstream answers; a wrong --server is named in the log at once.
+    const probe = new UpstreamProbe({ upstream, logger, clock: monotonicClock });
+    const readiness: ReadinessCheck[] = [probe.readiness];
     if (member !== undefined) {
       let started = false;
       const m = member;
@@ -201,12 +205,13 @@ Examples:
       tls = await loopbackTls({ tls: values.tls === true, certFile: values["tls-cert"], keyFile: values["tls-key"], writeCa: values["write-ca"] });
     }
     const adminAccess = admin === undefined ? undefined : await adminAccessFor({ debugRemote: values["debug-remote"] === true, metricsAuth: values["metrics-auth"] === true, access });
-    const running = await startProxy({
+    const started = startProxy({
       listen,
       ...(admin === undefined ? {} : { admin }),
       ...(adminAccess === undefined ? {} : { adminAccess }),
       ...(tls === undefined ? {} : { tls }),
       upstream,
+      upstreamFailed: () => probe.suspect(),
       resources,
       ownership,
       fallback,
@@ -222,9 +227,18 @@ Examples:
       waitForRangesMs: member === undefined ? 0 : waitForRangesMs,
       maxItemBytes,
     });
+    // A listener that cannot open (a port in use) ends the command: what
+    // started already must not keep the process alive.
+    const running = await started.catch(async (e: unknown) => {
+      member?.halt();
+      await injectedMode?.close();
+      throw e;
+    });
     logger.info({ url: running.url, admin: running.adminUrl, upstream: upstream.url.origin, resources: resources.map((r) => `${r.resource}=${r.key}`), filter: filterMode, ...(labelKey === undefined ? {} : { slotLabel: labelKey }) }, "proxy ready");
     io.stdout.write(`shardcar proxy listening on ${running.url}${running.adminUrl === undefined ? "" : ` (admin ${running.adminUrl})`}\n`);
+    probe.start();
     await new Promise<void>((resolve) => io.signal.addEventListener("abort", () => resolve(), { once: true }));
+    probe.stop();
     // Leave the ring first: ranges are handed over while the proxy still serves.
     await member?.leave();
     await running.close();

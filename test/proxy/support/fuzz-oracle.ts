@@ -103,7 +103,7 @@ export function judgeExchange(plan: Judged, result: ExchangeResult, records: rea
     // The one 502 that is no fault of the proxy's: the apiserver closed a
     // kept-alive connection as the request went out on it (devapi, as node,
     // closes idle ones after 5 s).
-    if (r.status === 502 && !/apiserver unreachable: (socket hang up|read ECONNRESET|write ECONNRESET|write EPIPE)/.test(text)) problems.push(`${target.name}: 502 from the proxy: ${text.slice(0, 300)}`);
+    if (r.status === 502 && !/apiserver \S+ unreachable: (socket hang up|read ECONNRESET|write ECONNRESET|write EPIPE)/.test(text)) problems.push(`${target.name}: 502 from the proxy: ${text.slice(0, 300)}`);
     if (r.status !== 200) return;
     const auditId = r.headers.get("audit-id")?.[0];
     // An answer without one is the proxy's own: it carries no objects.
