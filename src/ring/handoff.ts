@@ -369,7 +369,13 @@ function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: stri
   // A member the new table relies on is gone: nobody will ever report for
   // it. Abandon now (no backoff) and replan once it is fenced.
   const lostOwner = ownersOf(p.owners).find((m) => needsFence(stateOf(m)) || isReleased(stateOf(m)));
-  if (lostOwner !== undefined) {
+  // Nor is a gainer worth waiting for once it is leaving (its pod is
+  // terminating) or has stopped renewing: it would take slots only to hand
+  // them on, or never report. Abandon now and replan without it; in a
+  // rolling update this is what keeps one wave from waiting out the
+  // deadline on a pod that is going away.
+  const lostGainer = [...gains.keys()].find((m) => stateOf(m) === MemberState.Leaving || stateOf(m) === MemberState.Expired);
+  if (lostOwner !== undefined || lostGainer !== undefined) {
     abandon(d, p, now, "member-lost", gains, losses);
     return;
   }

@@ -322,6 +322,34 @@ const ROWS: Row[] = [
     },
   },
   {
+    name: "overlap: a gainer that starts leaving mid-handoff is not waited for: its generation is abandoned at once and the plan goes on without it",
+    mode: HandoffMode.Overlap,
+    start: ring({ committed: "aabbcc", pending: { owners: "aabcdc", gen: 3, phase: PendingPhase.Widening }, members: { a: [Ready, 1], b: [Ready, 1], c: [Leaving, 0], d: [Ready, 0] } }),
+    phase: Phase.Widening,
+    effects: [
+      { type: "abandon", generation: 3, reason: "member-lost", durationMs: 1_000 },
+      { type: "narrow", member: "c", slots: [3] },
+      { type: "narrow", member: "d", slots: [4] },
+      { type: "publish", generation: 6, phase: PendingPhase.Widening, deadline: T0 + POLICY.timeoutMs },
+      { type: "widen", member: "d", slots: [4, 5] },
+    ],
+    check: (s) => {
+      t.equal(gainers(s), "aabbdd", "the leaving c is left out of the new plan: d takes what c holds, b keeps what c was to get");
+      t.equal(s.failures, 0, "no backoff: nothing failed, the membership changed");
+    },
+  },
+  {
+    name: "exclusive: a gainer whose Lease expired mid-handoff is not waited for: the losers widen back at once",
+    mode: HandoffMode.Exclusive,
+    start: ring({ committed: "aabb", pending: { owners: "aabc", gen: 3, phase: PendingPhase.Narrowing }, members: { a: [Ready, 1], b: [Ready, 2], c: [Expired, 0] } }),
+    phase: Phase.Stable,
+    effects: [
+      { type: "abandon", generation: 3, reason: "member-lost", durationMs: 1_000 },
+      { type: "widen", member: "b", slots: [3] },
+    ],
+    check: (s) => t.same([s.committed.generation, s.committed.owners], [4, owners("aabb")]),
+  },
+  {
     name: "overlap: a crash is reported recovered, with its uncovered time, when its slots' new owner is ready",
     mode: HandoffMode.Overlap,
     start: ring({
