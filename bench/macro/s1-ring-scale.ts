@@ -268,15 +268,23 @@ export const bench: Bench = async ({ quick }) => {
     });
 
     const live = new Map<string, Replica>();
+    // One question to the fleet at a time: its replies carry no name, so two
+    // "add"s in flight could each take the other's "added".
+    let fleetTurn = Promise.resolve();
+    const askFleet = (msg: { type: string } & Record<string, unknown>, reply: string): Promise<void> => {
+      const turn = fleetTurn.then(() => ask(fleet, msg, reply, 10_000)).then(() => undefined);
+      fleetTurn = turn.catch(() => undefined);
+      return turn;
+    };
     const join = async (name: string): Promise<Replica> => {
       const r = await startProxy(name, kubeconfig, tls);
       live.set(name, r);
-      await ask(fleet, { type: "add", name, server: r.url, token: `bench-${name}` }, "added", 10_000);
+      await askFleet({ type: "add", name, server: r.url, token: `bench-${name}` }, "added");
       return r;
     };
     const drop = async (name: string): Promise<void> => {
       live.delete(name);
-      await ask(fleet, { type: "remove", name }, "removed", 10_000);
+      await askFleet({ type: "remove", name }, "removed");
     };
 
     /** Undefined once coverage is exact for the live members; else what is still missing. */
