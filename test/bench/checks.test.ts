@@ -1,0 +1,60 @@
+/**
+ * bench/support/checks.ts: how a figure meets its target, what the quick
+ * (CI) run's tolerance and ratchets loosen, and what they must not.
+ */
+import t from "tap";
+import { KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
+import { full, quick, result } from "./results.ts";
+
+t.test("a ratio target is met down to target·(1 − tolerance) in quick runs and at the target itself in full runs", async (t) => {
+  const at = (ratio: number) => result({ id: "P3", name: "JSON filter path", ratio, target: 4 });
+  t.equal(quick(at(4 * (1 - QUICK_TOLERANCE))), "pass", "3× passes a quick run");
+  t.equal(quick(at(2.99)), "fail", "2.99× fails it");
+  t.equal(full(at(3.99)), "fail", "3.99× fails a full run");
+  t.equal(full(at(4)), "pass");
+});
+
+t.test("a maximum may grow by the tolerance in quick runs; targetMaxMB bounds only a figure in MB", async (t) => {
+  const rss = (mb: number, extra: Record<string, number>) => result({ id: "P6", name: "idle RSS", extra }, mb, "MB");
+  t.equal(quick(rss(80, { targetMaxMB: 64 })), "pass", "80 MB is within 64 MB + 25%");
+  t.equal(quick(rss(80.1, { targetMaxMB: 64 })), "fail");
+  t.equal(full(rss(64.5, { targetMaxMB: 64 })), "fail", "a full run judges the target itself");
+  t.equal(full(rss(64.5, { targetMax: 64 })), "fail", "targetMax bounds any unit");
+  t.equal(full(result({ id: "P6", name: "ready", extra: { targetMaxMB: 64 } }, 500, "ms")), "not judged", "targetMaxMB is not a bound on milliseconds");
+});
+
+t.test("added latency is judged against targetMaxAddedMs, with the quick run's own latency tolerance", async (t) => {
+  const p1 = (addedMs: number) => result({ id: "P1", name: "GET at 1000/s: p50", extra: { targetMaxAddedMs: 0.3, addedMs } });
+  t.equal(quick(p1(0.3 * (1 + QUICK_LATENCY_TOLERANCE))), "pass", "+0.6 ms passes a quick run (100%)");
+  t.equal(quick(p1(0.61)), "fail");
+  t.equal(full(p1(0.31)), "fail");
+  t.equal(full(result({ id: "P1", name: "GET: p50", extra: { targetMaxAddedMs: 0.3 } })), "not judged", "no addedMs, no check");
+});
+
+t.test("a figure with no target is reported, not judged", async (t) => {
+  const r = result({ id: "S4", name: "server CPU per write, labels, N=8", ratio: 0.1 }, 900, "µs");
+  t.equal(full(r), "not judged");
+  t.equal(quick(r), "not judged");
+});
+
+t.test("P2 is reported but not gated in quick runs; a full run judges it", async (t) => {
+  t.ok(QUICK_INFORMATIONAL.has("P2"));
+  const p2 = result({ id: "P2", name: "JSON fast path vs a byte pipe", ratio: 0.38, target: 0.8 });
+  t.equal(quick(p2), "pass");
+  t.ok(quickChecksOf(p2)[0]?.known, "and says why it passed");
+  t.equal(full(p2), "fail");
+  t.equal(quick({ ...p2, id: "P3" }), "fail", "the same figure for another target fails");
+});
+
+t.test("a known miss passes a quick run at its ratchet, fails it beyond, and a full run still misses it", async (t) => {
+  const k = KNOWN_MISSES.find((m) => m.id === "P5m" && m.kind === "ratio");
+  if (k === undefined) return t.fail("P5m's client-go ratchet is gone");
+  const row = (ratio: number) => result({ id: "P5m", name: "pod memory at the peak (controller + proxy RSS), client-go, gate on, N=2", ratio, target: 1 });
+  t.equal(quick(row(k.ratchet)), "pass");
+  t.equal(quickChecksOf(row(k.ratchet))[0]?.known?.ratchet, k.ratchet, "judged against the ratchet, and says so");
+  t.equal(quick(row(k.ratchet - 0.01)), "fail", "worse than the ratchet fails");
+  t.equal(full(row(0.45)), "fail", "a full run judges the target");
+  const breakEven = (mb: number) => result({ id: "P5m", name: "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less", extra: { targetMaxMB: 100 } }, mb, "MB");
+  t.equal(quick(breakEven(300)), "pass", "the break-even's ratchet, 300 MB");
+  t.equal(quick(breakEven(301)), "fail");
+});
