@@ -4,7 +4,12 @@
  */
 import t from "tap";
 import { KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
+import type { MemoryFigures } from "../../bench/support/memory.ts";
+import { podMemory } from "../../bench/support/pod-memory.ts";
 import { full, quick, result } from "./results.ts";
+
+const MB = 1e6;
+const mem = (rssMB: number, anonMB: number): MemoryFigures => ({ rss: rssMB * MB, anon: anonMB * MB, pss: rssMB * MB });
 
 t.test("a ratio target is met down to target·(1 − tolerance) in quick runs and at the target itself in full runs", async (t) => {
   const at = (ratio: number) => result({ id: "P3", name: "JSON filter path", ratio, target: 4 });
@@ -57,4 +62,34 @@ t.test("a known miss passes a quick run at its ratchet, fails it beyond, and a f
   const breakEven = (mb: number) => result({ id: "P5m", name: "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less", extra: { targetMaxMB: 100 } }, mb, "MB");
   t.equal(quick(breakEven(300)), "pass", "the break-even's ratchet, 300 MB");
   t.equal(quick(breakEven(301)), "fail");
+});
+
+t.test("the known-miss ratchet for P5m client-go at N = 2 applies to the RSS row only: the anonymous-memory row keeps its target", async (t) => {
+  // An unsharded client-go controller peaking at 54 MB RSS (40 MB anonymous),
+  // and a pod at N = 2 of 45 + 90 MB RSS (30 + 25 MB anonymous): RSS 0.40×
+  // (the known miss, above its ratchet), anonymous memory 0.73× (below 1× less 25%).
+  const unsharded = { peak: mem(54, 40), rest: mem(50, 36) };
+  const pod = { controllerPeak: mem(45, 30), proxyPeak: mem(90, 25), controllerRest: mem(40, 26), proxyRest: mem(85, 22) };
+  for (const gate of ["on", "off"] as const) {
+    const rows = podMemory("client-go", 2, gate, [pod], unsharded);
+    const rss = rows.find((r) => r.extra?.["metric"] === "pod-peak");
+    const anon = rows.find((r) => r.extra?.["metric"] === "pod-peak-anon");
+    if (rss === undefined || anon === undefined) return t.fail("podMemory no longer writes the RSS and anonymous-memory peak rows");
+    t.equal(quick(rss), "pass", `gate ${gate}: the RSS row is a known miss within its ratchet`);
+    t.ok(quickChecksOf(rss)[0]?.known, `gate ${gate}: the RSS row is judged against the ratchet`);
+    t.equal(anon.target, 1, `gate ${gate}: the anonymous-memory row has a target`);
+    t.equal(quick(anon), "fail", `gate ${gate}: the anonymous-memory row fails its target in a quick run`);
+    t.notOk(quickChecksOf(anon)[0]?.known, `gate ${gate}: no ratchet stands in for it`);
+  }
+  // Nor the rows of other controllers or other N.
+  const wide = { controllerPeak: mem(45, 30), proxyPeak: mem(140, 60), controllerRest: mem(40, 26), proxyRest: mem(85, 22) };
+  for (const [kind, n] of [["client-node", 2], ["client-go", 8]] as const) {
+    for (const r of podMemory(kind, n, "on", [wide], unsharded).filter((x) => x.target !== undefined)) t.notOk(quickChecksOf(r).some((c) => c.known !== undefined), `${r.name}: no ratchet`);
+  }
+});
+
+t.test("the break-even ratchet applies to the RSS break-even only", async (t) => {
+  // Were the anonymous-memory break-even (reported today) given a bound, the RSS row's ratchet must not loosen it.
+  const anon = result({ id: "P5m", name: "break-even size (anonymous memory): the smallest unsharded client-go controller (peak anonymous memory) whose pod at N=2 costs less", extra: { targetMaxMB: 100 } }, 200, "MB");
+  t.equal(quick(anon), "fail");
 });
