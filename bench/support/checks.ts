@@ -11,6 +11,11 @@
  *
  * `tolerance` loosens each bound by that fraction: a ratio may fall to
  * `target·(1 − t)`, a maximum may grow to `max·(1 + t)`.
+ *
+ * The quick run ({@link quickChecksOf}) reads one more: `extra.quickMinRatio`,
+ * a lower bound on `ratio` that it applies as it stands (the figure chose
+ * its own room for noise) and that the full run leaves out, for a figure
+ * with no target of its own (S4).
  */
 import type { BenchResult } from "../lib.ts";
 
@@ -116,15 +121,19 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
 
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
-/** {@link checksOf} with {@link KNOWN_MISSES} applied (quick mode). */
+/** {@link checksOf} with {@link KNOWN_MISSES} applied (quick mode), and `extra.quickMinRatio`. */
 export function quickChecksOf(r: BenchResult): Check[] {
-  return checksOf(r, QUICK_TOLERANCE, QUICK_LATENCY_TOLERANCE).map((c) => {
+  const out = checksOf(r, QUICK_TOLERANCE, QUICK_LATENCY_TOLERANCE).map((c) => {
     if (QUICK_INFORMATIONAL.has(c.id) && !c.pass) return { ...c, pass: true, known: { ratchet: c.bound, reason: "not gated in quick mode (see QUICK_INFORMATIONAL)" } };
     const k = KNOWN_MISSES.find((m) => m.id === c.id && m.kind === c.kind && m.name.test(c.name));
     if (k === undefined || c.pass) return c;
     const pass = c.kind === "ratio" ? c.measured >= k.ratchet : c.measured <= k.ratchet;
     return { ...c, pass, known: { ratchet: k.ratchet, reason: k.reason } };
   });
+  const min = num(r.extra?.["quickMinRatio"]);
+  // A ratio that is not a number (a figure missing from a median) fails too.
+  if (min !== undefined) out.push({ id: r.id, name: r.name, kind: "ratio", target: min, bound: min, measured: r.ratio, unit: "×", pass: r.ratio >= min });
+  return out;
 }
 
 export function checksOf(r: BenchResult, tolerance: number, latencyTolerance = tolerance): Check[] {

@@ -3,7 +3,7 @@
  * (CI) run's tolerance and ratchets loosen, and what they must not.
  */
 import t from "tap";
-import { KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
+import { checksOf, KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
 import type { MemoryFigures } from "../../bench/support/memory.ts";
 import { podMemory } from "../../bench/support/pod-memory.ts";
 import { full, quick, result } from "./results.ts";
@@ -92,4 +92,17 @@ t.test("the break-even ratchet applies to the RSS break-even only", async (t) =>
   // Were the anonymous-memory break-even (reported today) given a bound, the RSS row's ratchet must not loosen it.
   const anon = result({ id: "P5m", name: "break-even size (anonymous memory): the smallest unsharded client-go controller (peak anonymous memory) whose pod at N=2 costs less", extra: { targetMaxMB: 100 } }, 200, "MB");
   t.equal(quick(anon), "fail");
+});
+
+t.test("quickMinRatio bounds a ratio in quick runs as it stands, and is not judged in full runs", async (t) => {
+  const r = (ratio: number) => result({ id: "S4", name: "server CPU per write, labels vs unfiltered, N=4, proxies", ratio, extra: { quickMinRatio: 0.8 } });
+  t.equal(quick(r(0.8)), "pass");
+  t.equal(quick(r(0.79)), "fail", "no tolerance on top: the bound carries its own");
+  t.equal(quick(r(Number.NaN)), "fail", "a ratio that is not a number fails");
+  t.equal(full(r(0.1)), "not judged");
+  t.same(
+    checksOf(r(1), QUICK_TOLERANCE).map((c) => c.kind),
+    [],
+    "checksOf alone (the full run's judge at any tolerance) does not read it",
+  );
 });

@@ -1,0 +1,63 @@
+/**
+ * The rows that carry S4's own quick gates, built from
+ * figures the benches measured. Pure: the benches do the I/O and call these,
+ * so test/bench/gates.test.ts can feed them figures, good and regressed, and
+ * read the verdict that ./checks.ts gives.
+ */
+import type { BenchResult } from "../lib.ts";
+
+const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+/** The S4 figures the ratio rows read, per configuration (medians over rounds). */
+export type S4Figures = Readonly<Record<"labels" | "shardselector" | "unfiltered", Readonly<Record<string, number>>>>;
+
+/**
+ * S4's quick bound on labels mode's server CPU against the unfiltered watch
+ * it replaces: a sanity bound, not a target. Labels mode no dearer, with
+ * room for noise (the write's own cost dominates at N = 8). What it catches
+ * is a watch that costs the server again and again: a proxy that relists
+ * or reopens its watch, a selector that stopped being sent.
+ */
+export const S4_QUICK_MIN_CPU_RATIO = 0.8;
+
+/** S4's quick bound on the watch bytes ratio: each event goes to one watcher instead of N, so the ratio is N for events of one size; less 25%. */
+export const s4QuickMinBytesRatio = (n: number): number => Math.round((n / 1.25) * 10) / 10;
+
+/**
+ * S4's ratio rows for one group (N, clients): server CPU per write, labels
+ * against unfiltered and against shardselector, and the watch bytes sent
+ * per write, labels against unfiltered. Two carry `quickMinRatio` (see
+ * ./checks.ts), which the quick run enforces; nothing is bounded against
+ * shardselector: the two are within noise of each other.
+ */
+export function s4Ratios(n: number, clients: string, f: S4Figures, common: Readonly<Record<string, number | string>>): BenchResult[] {
+  const get = (sc: keyof S4Figures, k: string): number => f[sc][k] ?? Number.NaN;
+  const out: BenchResult[] = [];
+  for (const vs of ["unfiltered", "shardselector"] as const) {
+    out.push({
+      id: "S4",
+      name: `server CPU per write, labels vs ${vs}, N=${n}, ${clients}`,
+      candidate: { label: "labels mode", value: get("labels", "serverUsPerWrite"), unit: "µs" },
+      baseline: { label: vs, value: get(vs, "serverUsPerWrite"), unit: "µs" },
+      ratio: get(vs, "serverUsPerWrite") / get("labels", "serverUsPerWrite"),
+      extra: {
+        metric: "cpu-ratio",
+        vs,
+        ...common,
+        labelsOverIt: r3(get("labels", "serverUsPerWrite") / get(vs, "serverUsPerWrite")),
+        deliveryLabelsUs: get("labels", "deliveryUsPerWrite"),
+        deliveryItUs: get(vs, "deliveryUsPerWrite"),
+        ...(vs === "unfiltered" ? { quickMinRatio: S4_QUICK_MIN_CPU_RATIO } : {}),
+      },
+    });
+  }
+  out.push({
+    id: "S4",
+    name: `watch bytes sent per write, labels vs unfiltered, N=${n}, ${clients}`,
+    candidate: { label: "labels mode, all watchers", value: get("labels", "eventKBPerWrite"), unit: "KB" },
+    baseline: { label: "unfiltered, all watchers", value: get("unfiltered", "eventKBPerWrite"), unit: "KB" },
+    ratio: get("unfiltered", "eventKBPerWrite") / get("labels", "eventKBPerWrite"),
+    extra: { metric: "bytes-ratio", ...common, writtenKBLabels: get("labels", "writtenKBPerWrite"), writtenKBUnfiltered: get("unfiltered", "writtenKBPerWrite"), quickMinRatio: s4QuickMinBytesRatio(n) },
+  });
+  return out;
+}

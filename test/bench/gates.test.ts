@@ -1,0 +1,56 @@
+/**
+ * S4's own quick gates (bench/support/gates.ts), read the
+ * way `npm run bench -- --quick` reads them: each fails on the regression
+ * its comment says it catches, and passes the figures of a good build.
+ */
+import t from "tap";
+import type { BenchResult } from "../../bench/lib.ts";
+import { s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
+import { full, quick } from "./results.ts";
+
+/** S4 figures of one group: server µs per write and watch KB per write for each configuration. */
+const s4 = (n: number, us: { labels: number; shardselector: number; unfiltered: number }, kb: { labels: number; unfiltered: number }): S4Figures => ({
+  labels: { serverUsPerWrite: us.labels, deliveryUsPerWrite: us.labels - 800, eventKBPerWrite: kb.labels, writtenKBPerWrite: kb.labels * 1.1 },
+  shardselector: { serverUsPerWrite: us.shardselector, deliveryUsPerWrite: us.shardselector - 800, eventKBPerWrite: kb.labels, writtenKBPerWrite: kb.labels * 1.1 },
+  unfiltered: { serverUsPerWrite: us.unfiltered, deliveryUsPerWrite: us.unfiltered - 800, eventKBPerWrite: kb.unfiltered, writtenKBPerWrite: kb.unfiltered * 1.1 },
+});
+/** The row of `metric` (against `vs`); throws when the builder wrote none, so a lost row fails the test. */
+function rowOf(rows: readonly BenchResult[], metric: string, vs?: string): BenchResult {
+  const r = rows.find((x) => x.extra?.["metric"] === metric && (vs === undefined || x.extra["vs"] === vs));
+  if (r === undefined) throw new Error(`no ${metric} row${vs === undefined ? "" : ` against ${vs}`}`);
+  return r;
+}
+const GOOD = s4(4, { labels: 1000, shardselector: 990, unfiltered: 1300 }, { labels: 3.1, unfiltered: 12.4 });
+
+t.test("S4's quick gate passes a good build: labels mode no dearer than unfiltered, a quarter of its watch bytes at N = 4", async (t) => {
+  const rows = s4Ratios(4, "proxies", GOOD, { n: 4 });
+  t.equal(rows.length, 3);
+  for (const r of rows) t.not(quick(r), "fail", r.name);
+});
+
+t.test("S4's quick gate fails when labels mode costs the server more than 0.8× the unfiltered watch it replaces", async (t) => {
+  // A proxy that relists or reopens its watch: the server's CPU per write in labels mode doubles.
+  const rows = s4Ratios(4, "proxies", s4(4, { labels: 2000, shardselector: 990, unfiltered: 1300 }, { labels: 3.1, unfiltered: 12.4 }), {});
+  t.equal(quick(rowOf(rows, "cpu-ratio", "unfiltered")), "fail");
+  t.equal(quick(rowOf(rows, "cpu-ratio", "shardselector")), "not judged", "nothing is bounded against shardselector");
+});
+
+t.test("S4's quick gate fails when labels mode's watch bytes are not about 1/N of the unfiltered watch's", async (t) => {
+  // A selector that stopped being sent: every watcher is sent every event.
+  const rows = s4Ratios(4, "proxies", s4(4, { labels: 1000, shardselector: 990, unfiltered: 1300 }, { labels: 12.4, unfiltered: 12.4 }), {});
+  t.equal(quick(rowOf(rows, "bytes-ratio")), "fail");
+  // At N = 8 the bound is 6.4: 5× (a watcher in five sent events it does not own) fails.
+  const eight = s4Ratios(8, "direct", s4(8, { labels: 1000, shardselector: 990, unfiltered: 1300 }, { labels: 5, unfiltered: 25 }), {});
+  t.equal(quick(rowOf(eight, "bytes-ratio")), "fail");
+});
+
+t.test("S4's quick gate fails when a configuration's figure is missing", async (t) => {
+  const rows = s4Ratios(4, "proxies", { ...GOOD, labels: {} }, {});
+  t.equal(quick(rowOf(rows, "cpu-ratio", "unfiltered")), "fail");
+  t.equal(quick(rowOf(rows, "bytes-ratio")), "fail");
+});
+
+t.test("S4 has no target in full runs: its ratios are reported", async (t) => {
+  for (const r of s4Ratios(4, "proxies", s4(4, { labels: 5000, shardselector: 990, unfiltered: 1300 }, { labels: 12.4, unfiltered: 12.4 }), {})) t.equal(full(r), "not judged", r.name);
+});
+
