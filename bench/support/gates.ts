@@ -1,5 +1,5 @@
 /**
- * The rows that carry S4's own quick gates, built from
+ * The rows that carry S3's and S4's own quick gates, built from
  * figures the benches measured. Pure: the benches do the I/O and call these,
  * so test/bench/gates.test.ts can feed them figures, good and regressed, and
  * read the verdict that ./checks.ts gives.
@@ -7,6 +7,34 @@
 import type { BenchResult } from "../lib.ts";
 
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+/**
+ * S3's quick judge (the ratio its quick run must reach): the apiserver's
+ * CPU for a write without the webhook ÷ the manager's CPU for the same
+ * write. Quick runs at 200/s with one replica measured 3.5× (2.45 ms ÷
+ * 0.71 ms) and 3.65× (2026-12-05, load average 1-4 and 3-7). Less the
+ * quick tolerance (25%) the bound is 2.25×: a manager twice as costly
+ * (1.75-1.83×) fails; a good build may read 36% below 3.5× and pass. The
+ * full run at 200/s read 7.5× (longer rounds; reported, not judged).
+ */
+export const S3_QUICK_CPU_RATIO = 3;
+
+/**
+ * S3: the manager's CPU per write against the apiserver's for the same
+ * write without the webhook, read from /proc in the same rounds. `judged`:
+ * the quick run at the target rate, which gets {@link S3_QUICK_CPU_RATIO}.
+ */
+export function s3ManagerCpu(rate: number, replicas: number, managerCpuMs: number, apiserverCpuMs: number, judged: boolean): BenchResult {
+  return {
+    id: "S3",
+    name: `manager CPU per write at ${rate}/s, ${replicas} manager replica${replicas === 1 ? "" : "s"}`,
+    candidate: { label: "shardcar manager processes", value: managerCpuMs, unit: "ms" },
+    baseline: { label: "apiserver, the same write without the webhook", value: apiserverCpuMs, unit: "ms" },
+    ratio: apiserverCpuMs / managerCpuMs,
+    ...(judged ? { target: S3_QUICK_CPU_RATIO } : {}),
+    extra: { metric: "cpu", rate, replicas },
+  };
+}
 
 /** The S4 figures the ratio rows read, per configuration (medians over rounds). */
 export type S4Figures = Readonly<Record<"labels" | "shardselector" | "unfiltered", Readonly<Record<string, number>>>>;

@@ -1,12 +1,38 @@
 /**
- * S4's own quick gates (bench/support/gates.ts), read the
+ * S3's and S4's own quick gates (bench/support/gates.ts), read the
  * way `npm run bench -- --quick` reads them: each fails on the regression
  * its comment says it catches, and passes the figures of a good build.
  */
 import t from "tap";
 import type { BenchResult } from "../../bench/lib.ts";
-import { s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
+import { QUICK_TOLERANCE } from "../../bench/support/checks.ts";
+import { s3ManagerCpu, S3_QUICK_CPU_RATIO, s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
 import { full, quick } from "./results.ts";
+
+// The quick runs of 2026-12-05 at 200/s, one replica: the apiserver's CPU
+// for a write without the webhook, and the manager's.
+const MEASURED = [
+  { apiserver: 2.45, manager: 0.71 },
+  { apiserver: 2.59, manager: 0.71 },
+];
+
+t.test("S3's quick CPU judge fails a manager twice as costly per write as the quick runs measured", async (t) => {
+  for (const m of MEASURED) {
+    t.equal(quick(s3ManagerCpu(200, 1, m.manager, m.apiserver, true)), "pass", `${m.manager} ms against ${m.apiserver} ms passes`);
+    t.equal(quick(s3ManagerCpu(200, 1, 2 * m.manager, m.apiserver, true)), "fail", `${2 * m.manager} ms against ${m.apiserver} ms fails`);
+  }
+  t.ok(S3_QUICK_CPU_RATIO * (1 - QUICK_TOLERANCE) > 3.65 / 2, "the bound sits above half the best quick ratio measured");
+});
+
+t.test("S3's quick CPU judge passes a good build read a third below the quick runs' level", async (t) => {
+  for (const m of MEASURED) t.equal(quick(s3ManagerCpu(200, 1, 1.4 * m.manager, m.apiserver, true)), "pass", `${1.4 * m.manager} ms against ${m.apiserver} ms`);
+});
+
+t.test("S3's manager CPU is judged only where the quick run asks: reported in full runs and at other rates", async (t) => {
+  const r = s3ManagerCpu(1000, 3, 1.118, 1.26, false);
+  t.equal(full(r), "not judged");
+  t.equal(quick(r), "not judged");
+});
 
 /** S4 figures of one group: server µs per write and watch KB per write for each configuration. */
 const s4 = (n: number, us: { labels: number; shardselector: number; unfiltered: number }, kb: { labels: number; unfiltered: number }): S4Figures => ({
