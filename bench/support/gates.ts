@@ -1,5 +1,5 @@
 /**
- * The rows that carry S3's and S4's own quick gates, built from
+ * The rows that carry S1's, S3's and S4's own quick gates, built from
  * figures the benches measured. Pure: the benches do the I/O and call these,
  * so test/bench/gates.test.ts can feed them figures, good and regressed, and
  * read the verdict that ./checks.ts gives.
@@ -7,6 +7,28 @@
 import type { BenchResult } from "../lib.ts";
 
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+/**
+ * S1: the pod LISTs the step's reflectors made, next to the pod LISTs
+ * devapi served in the same step. They must be equal: the LIST target
+ * (≤ one per gaining member) counts devapi's side, and it means something
+ * only when each of those LISTs is one a controller made through its proxy.
+ * More on devapi's side: a proxy listed on its own (a relist no client
+ * asked for). More on the reflectors' side: LISTs devapi's count missed, so
+ * the LIST target was judged on too few. Either is a miss, in quick and
+ * full runs alike (`targetMax: 0`, which no tolerance loosens).
+ */
+export function s1ListAgreement(prefix: string, lists: number, clientLists: number, extra: Readonly<Record<string, number | string>>): BenchResult {
+  const apart = Math.abs(clientLists - lists);
+  return {
+    id: "S1",
+    name: `${prefix}: pod LISTs the reflectors made against those devapi served`,
+    candidate: { label: "LISTs one side counted and the other did not", value: apart, unit: "lists" },
+    baseline: { label: "LISTs devapi served", value: lists, unit: "lists" },
+    ratio: (Math.min(lists, clientLists) + 1) / (Math.max(lists, clientLists) + 1),
+    extra: { ...extra, metric: "list-agreement", lists, clientLists, targetMax: 0 },
+  };
+}
 
 /**
  * S3's quick judge (the ratio its quick run must reach): the apiserver's

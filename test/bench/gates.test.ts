@@ -1,13 +1,36 @@
 /**
- * S3's and S4's own quick gates (bench/support/gates.ts), read the
+ * S1's, S3's and S4's own quick gates (bench/support/gates.ts), read the
  * way `npm run bench -- --quick` reads them: each fails on the regression
  * its comment says it catches, and passes the figures of a good build.
  */
 import t from "tap";
 import type { BenchResult } from "../../bench/lib.ts";
 import { QUICK_TOLERANCE } from "../../bench/support/checks.ts";
-import { s3ManagerCpu, S3_QUICK_CPU_RATIO, s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
+import { s1ListAgreement, s3ManagerCpu, S3_QUICK_CPU_RATIO, s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
 import { full, quick } from "./results.ts";
+
+const step = "16 members, 20000 pods, scale 16 → 17";
+
+t.test("S1's quick gate fails when the clients made more LISTs than the server saw", async (t) => {
+  const r = s1ListAgreement(step, 1, 2, { step: "scale 16 → 17" });
+  t.equal(quick(r), "fail");
+  t.equal(full(r), "fail", "a full run too");
+  t.equal(r.candidate.value, 1, "one LIST apart");
+});
+
+t.test("S1's quick gate fails when the server saw more LISTs than the clients made", async (t) => {
+  t.equal(quick(s1ListAgreement(step, 5, 4, {})), "fail");
+  t.equal(quick(s1ListAgreement(step, 1, 0, {})), "fail", "a LIST no client made");
+});
+
+t.test("S1's quick gate passes when the clients' LISTs and the server's agree", async (t) => {
+  for (const n of [0, 1, 4, 127]) {
+    const r = s1ListAgreement(step, n, n, { step: "x" });
+    t.equal(quick(r), "pass", `${n} and ${n}`);
+    t.equal(full(r), "pass");
+    t.equal(r.ratio, 1);
+  }
+});
 
 // The quick runs of 2026-12-05 at 200/s, one replica: the apiserver's CPU
 // for a write without the webhook, and the manager's.
