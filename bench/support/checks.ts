@@ -156,6 +156,18 @@ export function checksOf(r: BenchResult, tolerance: number, latencyTolerance = t
   return out;
 }
 
+/**
+ * The runner's exit code (bench/run.ts). A missing bench file is a warning
+ * (another engineer's bench may not have landed yet); a bench that crashed
+ * fails, and in a quick run so does a figure beyond its bound (a known miss:
+ * beyond its ratchet). A full run's misses are the report's to show.
+ */
+export function exitCodeOf(runs: ReadonlyArray<{ readonly status: "ok" | "failed" | "missing"; readonly checks: readonly Check[] }>, quick: boolean): 0 | 1 {
+  if (runs.some((r) => r.status === "failed")) return 1;
+  if (quick && runs.some((r) => r.checks.some((c) => !c.pass))) return 1;
+  return 0;
+}
+
 /** "≥ 4×", "≤ 80 MB", "≤ +0.3 ms". */
 export function describeTarget(c: Pick<Check, "kind" | "target" | "unit">): string {
   switch (c.kind) {

@@ -3,7 +3,7 @@
  * (CI) run's tolerance and ratchets loosen, and what they must not.
  */
 import t from "tap";
-import { checksOf, KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
+import { checksOf, exitCodeOf, KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
 import type { MemoryFigures } from "../../bench/support/memory.ts";
 import { podMemory } from "../../bench/support/pod-memory.ts";
 import { full, quick, result } from "./results.ts";
@@ -105,4 +105,21 @@ t.test("quickMinRatio bounds a ratio in quick runs as it stands, and is not judg
     [],
     "checksOf alone (the full run's judge at any tolerance) does not read it",
   );
+});
+
+const P3 = (ratio: number) => result({ id: "P3", name: "JSON filter path", ratio, target: 4 });
+
+t.test("the bench runner fails a quick run when a figure misses its bound (a known miss: its ratchet), and leaves a full run's misses to the report", async (t) => {
+  const known = quickChecksOf(result({ id: "P5m", name: "pod memory at the peak (controller + proxy RSS), client-go, gate on, N=2", ratio: 0.4, target: 1 }));
+  t.equal(exitCodeOf([{ status: "ok", checks: quickChecksOf(P3(4)) }], true), 0);
+  t.equal(exitCodeOf([{ status: "ok", checks: quickChecksOf(P3(4)) }, { status: "ok", checks: quickChecksOf(P3(2)) }], true), 1, "a quick miss fails CI");
+  t.equal(exitCodeOf([{ status: "ok", checks: known }], true), 0, "a known miss within its ratchet does not");
+  t.equal(exitCodeOf([{ status: "ok", checks: checksOf(P3(2), 0) }], false), 0, "a full run's miss is the report's to show");
+});
+
+t.test("the bench runner fails any run with a crashed bench; a missing bench file is a warning", async (t) => {
+  const met = quickChecksOf(P3(4));
+  t.equal(exitCodeOf([{ status: "ok", checks: met }, { status: "failed", checks: [] }], true), 1, "a quick run");
+  t.equal(exitCodeOf([{ status: "failed", checks: [] }], false), 1, "a full run");
+  t.equal(exitCodeOf([{ status: "ok", checks: met }, { status: "missing", checks: [] }], true), 0, "a missing bench file");
 });
