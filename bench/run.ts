@@ -27,7 +27,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BenchResult } from "./lib.ts";
-import { checksOf, describeTarget, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf, type Check } from "./support/checks.ts";
+import { checksOf, describeTarget, exitCodeOf, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf, type Check } from "./support/checks.ts";
 import { load1, machine, type Machine } from "./support/machine.ts";
 import { writeReport } from "./support/report.ts";
 
@@ -254,11 +254,7 @@ async function main(argv: readonly string[]): Promise<number> {
   for (const r of failed) console.log(`  failed: ${r.name}`);
   for (const c of misses) console.log(`  missed: ${c.id} ${c.name}: ${fmtNum(c.measured)} (${describeTarget(c)}${c.known !== undefined ? `; known miss, worse than its ratchet ${fmtNum(c.known.ratchet)}` : quick ? `, bound ${fmtNum(c.bound)}` : ""})`);
   for (const c of known) console.log(`  known miss (not failing): ${c.id} ${c.name}: ${fmtNum(c.measured)} (${describeTarget(c)}; ratchet ${fmtNum(c.known?.ratchet ?? 0)}: ${c.known?.reason ?? ""})`);
-  // A missing bench file is a warning (another engineer's bench may not have
-  // landed yet); a bench that crashed, or (quick) a figure beyond its bound, fails.
-  if (failed.length > 0) return 1;
-  if (quick && misses.length > 0) return 1;
-  return 0;
+  return exitCodeOf(runs, quick);
 }
 
 process.exitCode = await main(process.argv.slice(2));

@@ -30,9 +30,8 @@ import { join } from "node:path";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import { buildClientGoController, cachedClientGoController, startClientGoController, writeKubeconfig, type ClientGoController } from "../../test/support/client-go-controller.ts";
 import { BenchSkipped, type Bench, type BenchResult } from "../lib.ts";
-import { fitLine } from "../support/fit.ts";
 import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../support/memory.ts";
-import { NO_MEMORY, podMemory, type PodFigures } from "../support/pod-memory.ts";
+import { breakEven, NO_MEMORY, podMemory, type PodFigures } from "../support/pod-memory.ts";
 import { sleep, stopAll, until } from "../support/proc.ts";
 import { startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import { configMapUids, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
@@ -42,8 +41,6 @@ const MB = 1e6;
 const P5M_NS = "p5m";
 const CURVE_NS = "p5m-curve";
 const EMPTY_NS = "p5m-empty";
-/** design.md: the break-even unsharded size must be at most this. */
-const TARGET_BREAK_EVEN_MB = 100;
 
 interface Setup {
   readonly api: RealApi;
@@ -128,56 +125,6 @@ function largest(xs: readonly MemoryFigures[]): MemoryFigures {
 
 /** A pod's peak: the sum of its two processes' peaks, each figure. */
 const podPeak = (f: PodFigures): MemoryFigures => ({ rss: f.controllerPeak.rss + f.proxyPeak.rss, anon: f.controllerPeak.anon + f.proxyPeak.anon, pss: f.controllerPeak.pss + f.proxyPeak.pss });
-
-/**
- * The break-even size in one measure (RSS, with design.md's target, or
- * anonymous memory, reported): where the line through the curve's points
- * (pod at N = 2 against the unsharded controller) crosses pod = unsharded.
- *
- * At N = 2 a pod is pod ≈ F + (U − F)/2 + S (floor F, unsharded peak U,
- * sidecar peak S), which crosses pod = U at U = F + 2S. The full run's
- * curve reaches past that point and judges the line through it. The quick
- * curve is three small caches far below it: the line's slope comes out
- * near 1, so a few MB of noise in one point moved its crossing from 150 to
- * 480 MB run to run. The quick run judges F + 2S instead, from this run's
- * own floor and sidecar; the line is printed.
- */
-function breakEven(
-  key: "rss" | "anon",
-  points: ReadonlyArray<{ readonly one: MemoryFigures; readonly pod: MemoryFigures }>,
-  quick: boolean,
-  floor: MemoryFigures | undefined,
-  sidecar: MemoryFigures | undefined,
-  floorExtra: Readonly<Record<string, number>>,
-): BenchResult | undefined {
-  const xy = points.map((p) => [p.one[key], p.pod[key]] as const);
-  const fit = fitLine(xy);
-  if (fit === undefined) return undefined;
-  const model = floor !== undefined && sidecar !== undefined ? floor[key] + 2 * sidecar[key] : undefined;
-  // pod = a + b·unsharded crosses pod = unsharded at a / (1 − b).
-  const line = fit.b < 1 ? fit.a / (1 - fit.b) : Number.POSITIVE_INFINITY;
-  const value = quick && model !== undefined ? model : line;
-  const measuredMax = Math.max(...xy.map((p) => p[0]));
-  const what = key === "rss" ? "peak RSS" : "peak anonymous memory";
-  return {
-    id: "P5m",
-    name: key === "rss" ? "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less" : "break-even size (anonymous memory): the smallest unsharded client-go controller (peak anonymous memory) whose pod at N=2 costs less",
-    candidate: { label: value === line ? `break-even unsharded ${what} (line through the curve)` : `break-even unsharded ${what} (controller floor + 2 × sidecar peak)`, value: r1(value / MB), unit: "MB" },
-    baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MB), unit: "MB" },
-    ratio: measuredMax / value,
-    extra: {
-      ...(key === "rss" ? { targetMaxMB: TARGET_BREAK_EVEN_MB } : {}),
-      metric: key === "rss" ? "break-even" : "break-even-anon",
-      lineMB: r1(line / MB),
-      ...(model === undefined ? {} : { floorPlusTwoSidecarsMB: r1(model / MB), sidecarPeakMB: r1((sidecar?.[key] ?? 0) / MB) }),
-      fixedMB: r1(fit.a / MB),
-      slope: Math.round(fit.b * 1000) / 1000,
-      points: points.length,
-      withinMeasured: line <= measuredMax ? "yes" : "no",
-      ...floorExtra,
-    },
-  };
-}
 
 export const bench: Bench = async ({ quick }) => {
   const objects = list(process.env["P5MG_OBJECTS"], quick ? "1500" : "6000")[0] ?? 6000;

@@ -25,7 +25,8 @@
  * the pods of its slots, so every pod is held once):
  * - time to exact coverage;
  * - pod LISTs devapi served, next to the gaining members of the step's
- *   handoffs (target: one LIST per gain), and per proxy;
+ *   handoffs (target: one LIST per gain), and per proxy; and next to the
+ *   LISTs the reflectors made (a miss unless they are equal);
  * - the relist budget (`spec.relistBudget`, default 1 keyspace): the most
  *   keyspace the gainers of one pending table relist between them (graceful
  *   steps: target ≤ budget; a crash is exempt: coverage beats the budget),
@@ -58,6 +59,7 @@ import { canonicalSelector } from "../../src/shard/selector.ts";
 import { slotOfValue } from "../../src/shard/slots.ts";
 import { DEFAULT_SLOT_COUNT, slotsOf, slotsToRanges } from "../../src/shard/table.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { s1ListAgreement } from "../support/gates.ts";
 import { MemorySampler, procMemory } from "../support/memory.ts";
 import { ask, CLI, cpuMsOf, forkTs, httpGet, sleep, start, stopAll, type Child } from "../support/proc.ts";
 import type { ListRecord } from "../support/reflector-fleet.ts";
@@ -191,7 +193,7 @@ interface StepFigures {
   readonly ms: number;
   /** Pod LISTs devapi served during the step. */
   readonly lists: number;
-  /** LISTs by the step's reflectors (should equal `lists`). */
+  /** LISTs by the step's reflectors: must equal `lists` (support/gates.ts, s1ListAgreement). */
   readonly clientLists: number;
   /** Gains in the step's handoffs: a member gaining slots in two handoffs counts twice. */
   readonly gains: number;
@@ -482,6 +484,7 @@ export const bench: Bench = async ({ quick }) => {
         ratio: (isStart ? members : s.gains) / Math.max(1, s.lists),
         extra: { ...base, metric: "lists", targetMax: isStart ? members : s.gains, clientLists: s.clientLists, proxiesListing: s.perMember.split(" ").filter((x) => x !== "").length, ...(s.perMember.length <= 200 ? { perProxy: s.perMember } : {}) },
       });
+      results.push(s1ListAgreement(`${members} members, ${pods} pods, ${s.step}`, s.lists, s.clientLists, base));
       results.push({
         id: "S1",
         name: `${members} members, ${pods} pods, ${s.step}: relist budget`,

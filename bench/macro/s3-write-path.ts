@@ -41,6 +41,7 @@
  *   otherwise), S3_ROUNDS (2) override the sizes.
  */
 import type { Bench, BenchResult } from "../lib.ts";
+import { s3ManagerCpu } from "../support/gates.ts";
 import type { RateResult } from "../support/loadgen.ts";
 import { callRealApi as call } from "../support/realapi.ts";
 import { ask, forkTs, stopAll, type Child } from "../support/proc.ts";
@@ -53,12 +54,6 @@ const TIMEOUT_MS = 3000;
 /** How long the slow manager takes to answer: beyond the timeout. */
 const STALL_MS = 5000;
 const LABEL_RATE = 1;
-/**
- * Quick mode: the apiserver's CPU for a write without the webhook ÷ the
- * manager's CPU per write must be ≥ 1 (less 25%). Measured 3.5 (2.45 ms ÷
- * 0.71 ms, 2026-12-05, load average 1-4); a manager four times costlier fails.
- */
-const QUICK_CPU_RATIO_TARGET = 1;
 
 type Mode = "webhook" | "baseline";
 
@@ -196,17 +191,8 @@ function rateResults(replicas: number, rate: number, rounds: Record<Mode, Round[
   // apiserver's for the same write without the webhook, read from /proc in
   // the same rounds. A webhook that gets costlier (a parse per patch, a
   // ring lookup per review) moves this ratio; the machine's load does not.
-  const managerCpu = cpu("webhook", "managers");
-  const apiserverCpu = cpu("baseline", "apiserver");
-  out.push({
-    id: "S3",
-    name: `manager CPU per write at ${rate}/s, ${replicas} manager replica${replicas === 1 ? "" : "s"}`,
-    candidate: { label: "shardcar manager processes", value: managerCpu, unit: "ms" },
-    baseline: { label: "apiserver, the same write without the webhook", value: apiserverCpu, unit: "ms" },
-    ratio: apiserverCpu / managerCpu,
-    ...(quick && rate === TARGET_RATE ? { target: QUICK_CPU_RATIO_TARGET } : {}),
-    extra: { metric: "cpu", rate, replicas },
-  });
+  // The bound: S3_QUICK_CPU_RATIO (support/gates.ts), less 25%.
+  out.push(s3ManagerCpu(rate, replicas, cpu("webhook", "managers"), cpu("baseline", "apiserver"), quick && rate === TARGET_RATE));
   return out;
 }
 

@@ -36,7 +36,8 @@
  * A run fails when any watcher receives other than exactly its share of
  * the events, or when the server's own count of events sent disagrees.
  * No target (issue 25 asks for the figures); the quick run bounds two
- * ratios so that a regression fails CI (`quickMinRatio`, support/checks.ts).
+ * ratios so that a regression fails CI (`quickMinRatio`, set in
+ * support/gates.ts, enforced by support/checks.ts).
  *
  * Usage: node bench/macro/s4-selector-cost.ts [--quick]
  *   S4_NS ("8,32"), S4_CLIENTS ("proxies,direct"), S4_WRITES (per window),
@@ -48,6 +49,7 @@ import { slotAlignedRanges, slotLabelKey, slotOfValue, slotsOfRanges } from "../
 import { parseShardSpec, staticRanges } from "../../src/shard/spec.ts";
 import { DEFAULT_SLOT_COUNT } from "../../src/shard/table.ts";
 import type { Bench, BenchResult } from "../lib.ts";
+import { s4Ratios } from "../support/gates.ts";
 import { sleep, stopAll, until } from "../support/proc.ts";
 import { startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
 import { callRealApi, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
@@ -347,39 +349,7 @@ function groupResults(n: number, clients: Clients, samples: ReadonlyMap<Scene, r
     ratio: get("none", "serverUsPerWrite") / get(sc, "serverUsPerWrite"),
     extra: { metric: "cpu-per-write", filter: sc, ...common, ...f[sc] },
   }));
-  for (const vs of ["unfiltered", "shardselector"] as const) {
-    out.push({
-      id: "S4",
-      name: `server CPU per write, labels vs ${vs}, N=${n}, ${clients}`,
-      candidate: { label: "labels mode", value: get("labels", "serverUsPerWrite"), unit: "µs" },
-      baseline: { label: vs, value: get(vs, "serverUsPerWrite"), unit: "µs" },
-      ratio: get(vs, "serverUsPerWrite") / get("labels", "serverUsPerWrite"),
-      extra: {
-        metric: "cpu-ratio",
-        vs,
-        ...common,
-        labelsOverIt: r3(get("labels", "serverUsPerWrite") / get(vs, "serverUsPerWrite")),
-        deliveryLabelsUs: get("labels", "deliveryUsPerWrite"),
-        deliveryItUs: get(vs, "deliveryUsPerWrite"),
-        // A sanity bound, not a target: labels mode no dearer than the
-        // unfiltered watch it replaces, with room for noise (the write's
-        // own cost dominates at N = 8). What it catches is a watch that
-        // costs the server again and again: a proxy that relists or reopens
-        // its watch, a selector that stopped being sent. Nothing is bounded
-        // against shardselector: the two are within noise of each other.
-        ...(vs === "unfiltered" ? { quickMinRatio: 0.8 } : {}),
-      },
-    });
-  }
-  out.push({
-    id: "S4",
-    name: `watch bytes sent per write, labels vs unfiltered, N=${n}, ${clients}`,
-    candidate: { label: "labels mode, all watchers", value: get("labels", "eventKBPerWrite"), unit: "KB" },
-    baseline: { label: "unfiltered, all watchers", value: get("unfiltered", "eventKBPerWrite"), unit: "KB" },
-    ratio: get("unfiltered", "eventKBPerWrite") / get("labels", "eventKBPerWrite"),
-    // Each event goes to one watcher instead of N: for events of one size the ratio is N.
-    extra: { metric: "bytes-ratio", ...common, writtenKBLabels: get("labels", "writtenKBPerWrite"), writtenKBUnfiltered: get("unfiltered", "writtenKBPerWrite"), quickMinRatio: r1(n / 1.25) },
-  });
+  out.push(...s4Ratios(n, clients, f, common));
   return out;
 }
 

@@ -38,9 +38,21 @@ function checksFor(run: BenchRun, r: BenchResult): Check[] {
   return run.checks.filter((c) => c.id === r.id && c.name === r.name);
 }
 
-function status(checks: readonly Check[]): string {
+/** A row's status: met only when every check on it passed; "reported" when it has none. */
+export function status(checks: readonly Check[]): string {
   if (checks.length === 0) return "reported";
   return checks.every((c) => c.pass) ? "✅ met" : "❌ missed";
+}
+
+/**
+ * A target's status in the summary, from the runs that cover it and the
+ * checks on their results for it: not measured when no run gave a figure,
+ * else {@link status}, naming every run that failed or is missing.
+ */
+export function summaryStatus(runs: readonly Pick<BenchRun, "name" | "status">[], measured: boolean, checks: readonly Check[]): string {
+  if (!measured) return "⏳ not measured";
+  const missing = runs.filter((r) => r.status !== "ok");
+  return status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
 }
 
 function targetText(checks: readonly Check[]): string {
@@ -379,11 +391,9 @@ function summaryRows(file: ResultsFile): string[] {
     const results = runs.flatMap((run) => run.results.filter((r) => baseId(r.id) === t.id).map((r) => ({ run, r })));
     const checks = results.flatMap(({ run, r }) => checksFor(run, r));
     let measured: string;
-    let st: string;
     if (results.length === 0) {
       const why = runs.map((r) => (r.status === "missing" ? `${r.file} not in the repository yet` : r.status === "failed" ? `${r.name} failed: ${(r.error ?? "").split("\n")[0] ?? ""}` : `${r.name}: ${r.error ?? "no figure"}`)).join("; ");
       measured = NOTES.pending[t.id] ?? (why || "not run");
-      st = "⏳ not measured";
     } else {
       measured =
         t.id === "P5"
@@ -395,10 +405,8 @@ function summaryRows(file: ResultsFile): string[] {
               : checks.length === 0
                 ? results.map(({ r }) => `${fmtNum(r.ratio)}×`).join(", ")
                 : checks.map((c) => `${t.id === "S3" ? c.name : shortName(c.name)}: **${c.kind === "added" ? "+" : ""}${fmtNum(c.measured)}${c.kind === "ratio" ? "×" : ` ${c.unit}`}** (${describeTarget(c)})`).join("<br>");
-      const missing = runs.filter((r) => r.status !== "ok");
-      st = status(checks) + (missing.length > 0 ? ` (${missing.map((r) => `${r.name} ${r.status}`).join(", ")})` : "");
     }
-    rows.push(`| ${t.id} | ${t.what} | ${t.target} | ${measured} | ${st} | ${runs.map((r) => `\`${r.name}\``).join(", ") || "—"} |`);
+    rows.push(`| ${t.id} | ${t.what} | ${t.target} | ${measured} | ${summaryStatus(runs, results.length > 0, checks)} | ${runs.map((r) => `\`${r.name}\``).join(", ") || "—"} |`);
   }
   return rows;
 }
