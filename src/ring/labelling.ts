@@ -15,9 +15,8 @@
  *   the apiserver's answers between `minRatePerSecond` and
  *   `maxRatePerSecond`, never more than `maxRatePerSecond` PATCHes begun in
  *   any one second (`label-rate.ts`), and at most `maxInFlight` PATCHes at
- *   once, because a
- *   backfill of a large cluster is a stream of writes that the apiserver and
- *   etcd must absorb beside the controllers' own;
+ *   once, because a backfill of a large cluster is a stream of writes that
+ *   the apiserver and etcd must absorb beside the controllers' own;
  * - what a failed PATCH means: 409 (the object changed: the watch brings the
  *   new version, which is judged afresh, or it is retried after a backoff),
  *   404 (gone: the watch brings the DELETE), anything else (retried with a
