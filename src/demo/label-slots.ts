@@ -34,7 +34,7 @@ export interface DemoLabelSlots {
 
 const SERVICE_NAME = "shardcar-webhook.shardcar-system.svc";
 // In-process PATCHes against devapi: a backfill of the demo's pods takes about a second.
-const DEMO_POLICY = { ratePerSecond: 4000, burst: 400, maxInFlight: 32, retryMinMs: 50 } as const;
+const DEMO_POLICY = { maxRatePerSecond: 4000, minRatePerSecond: 4000, burst: 400, maxInFlight: 32, retryMinMs: 50 } as const;
 
 export async function startDemoLabelSlots(kubeConfig: KubeConfig, logger: Logger): Promise<DemoLabelSlots> {
   const log = logger.child({ component: "manager" });

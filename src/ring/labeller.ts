@@ -18,7 +18,8 @@ import { SLOT_LABEL_PREFIX } from "../shard/slots.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { decodeRing, describe, EventSink, httpStatus, isConflict, isNotFound, RingApi, watchObjects, type RingObject } from "./kube.ts";
 import { labelSlotConfig, type LabelSlotConfig } from "./label-slots.ts";
-import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingEvent, type LabellingPolicy, type LabellingState, type ObjectMeta, type PatchResult, type RingProgress } from "./labelling.ts";
+import { achievedRate, rateBounds } from "./label-rate.ts";
+import { initialLabelling, labelledResources, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingEvent, type LabellingPolicy, type LabellingState, type LabelRateNow, type ObjectMeta, type PatchResult, type RingProgress } from "./labelling.ts";
 import type { LeaderTask, RingStatusExtra } from "./coordinator.ts";
 import type { RingCondition } from "./table.ts";
 import { isRecord } from "../is-record.ts";
@@ -59,22 +60,25 @@ export function watchLabelSlotConfig(api: ApiClient, namespace: string | undefin
   };
 }
 
-// A backfill is a stream of writes beside the controllers' own. The floor,
-// 20 PATCHes a second, is kube-controller-manager's default client rate
-// (--kube-api-qps): never louder than one built-in controller once the
-// apiserver pushes back. At that rate alone 200,000 objects would take
-// nearly three hours, so the rate climbs while PATCHes come back fast and
-// unthrottled (label-rate.ts), up to the ceiling: 500/s labels 200,000
-// objects in about seven minutes (docs/performance.md, S2). It doubles each second until the apiserver first pushes back, then climbs by the floor. A PATCH slower
-// than 250 ms, or a 429 from API Priority and Fairness, halves it.
-export const DEFAULT_LABEL_RATE = 20;
-export const DEFAULT_LABEL_RATE_MAX = 500;
+// A backfill is a stream of writes beside the controllers' own.
+// `--label-rate` is the ceiling, the most PATCHes begun in any one second:
+// the flag a user lowers to be gentle must bound what the apiserver sees.
+// Its default, 500/s, labels 200,000 objects in about seven minutes
+// (docs/performance.md, S2); at a fixed 20/s (kube-controller-manager's
+// default client rate) that would take nearly three hours. Under the
+// ceiling the target adapts (label-rate.ts): it starts at 20/s (the
+// ceiling if lower), doubles each second while PATCHes come back fast until
+// the apiserver first pushes back, then climbs by the floor; a PATCH slower
+// than 250 ms, or a 429 from API Priority and Fairness, halves it, not below
+// the floor (`--label-rate-min`, by default a tenth of the ceiling, at most
+// 20/s).
+export const DEFAULT_LABEL_RATE = 500;
 export const DEFAULT_LABEL_BURST = 20;
 const DEFAULT_SLOW_PATCH_MS = 250;
 // Enough for the ceiling at the slow bound's fraction of a PATCH's time:
 // 500/s at 16 ms each is 8 at once.
 const DEFAULT_MAX_IN_FLIGHT = 8;
-const DEFAULT_POLICY: LabellingPolicy = { ratePerSecond: DEFAULT_LABEL_RATE, maxRatePerSecond: DEFAULT_LABEL_RATE_MAX, slowPatchMs: DEFAULT_SLOW_PATCH_MS, burst: DEFAULT_LABEL_BURST, maxInFlight: DEFAULT_MAX_IN_FLIGHT, retryMinMs: 500, retryMaxMs: 30_000 };
+const DEFAULT_POLICY: LabellingPolicy = { maxRatePerSecond: DEFAULT_LABEL_RATE, slowPatchMs: DEFAULT_SLOW_PATCH_MS, burst: DEFAULT_LABEL_BURST, maxInFlight: DEFAULT_MAX_IN_FLIGHT, retryMinMs: 500, retryMaxMs: 30_000 };
 // Counts in status are at most this old; the condition's verdict (True,
 // False, its reason) is written at once. Every count change would otherwise
 // be a status write, one per PATCH.
@@ -97,6 +101,7 @@ interface LabellerMetrics {
   readonly listErrors: Counter<"resource">;
   readonly delay: Histogram<"resource">;
   readonly rate: Gauge;
+  readonly target: Gauge;
   readonly backoffs: Counter;
 }
 
@@ -106,7 +111,8 @@ function metricsOf(registry: Registry): LabellerMetrics {
     unlabelled: get("shardcar_ring_unlabelled_objects", () => new Gauge({ name: "shardcar_ring_unlabelled_objects", help: "Objects of a labels-mode ring's resource without the right slot label (absent or wrong): each is in no proxy's cache until labelled.", labelNames: ["namespace", "ring", "resource"], registers: [registry] })),
     patches: get("shardcar_labeller_patches_total", () => new Counter({ name: "shardcar_labeller_patches_total", help: "Slot-label PATCHes by outcome: labelled, conflict (the object changed; judged again), gone (deleted), error.", labelNames: ["resource", "outcome"], registers: [registry] })),
     listErrors: get("shardcar_labeller_list_errors_total", () => new Counter({ name: "shardcar_labeller_list_errors_total", help: "Failed metadata lists or watches of a labelled resource (retried).", labelNames: ["resource"], registers: [registry] })),
-    rate: get("shardcar_labeller_rate", () => new Gauge({ name: "shardcar_labeller_rate", help: "The slot-label PATCH rate allowed now, per second: between --label-rate and --label-rate-max, halved on a 429 or a slow PATCH.", registers: [registry] })),
+    rate: get("shardcar_labeller_rate", () => new Gauge({ name: "shardcar_labeller_rate", help: "The slot-label PATCH rate achieved: PATCHes answered over the last 10 s, per second. At most --label-rate; with 8 PATCHes in flight, at most 8 ÷ their latency.", registers: [registry] })),
+    target: get("shardcar_labeller_rate_target", () => new Gauge({ name: "shardcar_labeller_rate_target", help: "The slot-label PATCH rate allowed now, per second: between --label-rate-min and --label-rate, halved on a 429 or a slow PATCH.", registers: [registry] })),
     backoffs: get("shardcar_labeller_rate_backoffs_total", () => new Counter({ name: "shardcar_labeller_rate_backoffs_total", help: "Times the labeller halved its PATCH rate because the apiserver answered 429 or slowly.", registers: [registry] })),
     delay: get("shardcar_labeller_delay_seconds", () => new Histogram({ name: "shardcar_labeller_delay_seconds", help: "From the labeller first seeing an object without its right slot label to its PATCH succeeding; add the watch's own delay for the time it was in no cache.", labelNames: ["resource"], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800], registers: [registry] })),
   };
@@ -184,7 +190,7 @@ export class Labeller implements LeaderTask {
     const problems = config.problems.filter((p) => p.namespace === namespace && p.name === name);
     const p = this.#progress.get(k);
     if (p === undefined && problems.length === 0) return undefined;
-    const verdict = labelledVerdict(p, problems, this.#state?.rate.rate ?? this.#policy.ratePerSecond);
+    const verdict = labelledVerdict(p, problems, this.#rateNow());
     const prev = this.#conditions.get(k);
     const cond: RingCondition =
       prev !== undefined && prev.status === verdict.status && prev.reason === verdict.reason
@@ -222,6 +228,9 @@ export class Labeller implements LeaderTask {
       }
       reported = next;
       this.#warnProblems(config);
+      // The achieved rate falls as its window empties with no event to
+      // report it: keep reporting until it reads 0.
+      if (!signal.aborted && this.#rateNow().achieved > 0) scheduleReport();
     };
     /** At most every report interval: counting walks every wrong object, too much to do per watch event. */
     const scheduleReport = (): void => {
@@ -275,11 +284,19 @@ export class Labeller implements LeaderTask {
     this.#state = undefined;
   }
 
+  /** The achieved rate and the target now (the start before a run). */
+  #rateNow(): LabelRateNow {
+    const s = this.#state?.rate;
+    return s === undefined ? { achieved: 0, target: rateBounds(this.#policy).start } : { achieved: achievedRate(s, this.#clock.now()), target: s.target };
+  }
+
   #exportMetrics(): void {
     const m = this.#metrics;
     if (m === undefined) return;
     if (this.#state !== undefined) {
-      m.rate.set(this.#state.rate.rate);
+      const rate = this.#rateNow();
+      m.rate.set(rate.achieved);
+      m.target.set(rate.target);
       m.backoffs.inc(this.#state.rate.backoffs - this.#backoffsExported);
       this.#backoffsExported = this.#state.rate.backoffs;
     }

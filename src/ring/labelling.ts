@@ -11,11 +11,12 @@
  *   keeps a count per ring and resource;
  * - which of them to patch next: first seen, first patched; one PATCH sets
  *   the labels of every ring that labels the resource;
- * - when: a token bucket (`burst`) filled at a rate that adapts to the
- *   apiserver's answers between `ratePerSecond` and `maxRatePerSecond`
- *   (`label-rate.ts`), and at most `maxInFlight` PATCHes at once, because a
- *   backfill of a large cluster is a stream of writes that the apiserver and
- *   etcd must absorb beside the controllers' own;
+ * - when: a token bucket (`burst`) filled at a target rate that adapts to
+ *   the apiserver's answers between `minRatePerSecond` and
+ *   `maxRatePerSecond`, never more than `maxRatePerSecond` PATCHes begun in
+ *   any one second (`label-rate.ts`), and at most `maxInFlight` PATCHes at
+ *   once, because a backfill of a large cluster is a stream of writes that
+ *   the apiserver and etcd must absorb beside the controllers' own;
  * - what a failed PATCH means: 409 (the object changed: the watch brings the
  *   new version, which is judged afresh, or it is retried after a backoff),
  *   404 (gone: the watch brings the DELETE), anything else (retried with a
@@ -30,7 +31,7 @@
  * Pure: no clock, no timers, no I/O.
  */
 import type { KeyMetadata } from "../shard/slots.ts";
-import { adaptRate, initialRate, type RatePolicy, type RateState } from "./label-rate.ts";
+import { ACHIEVED_WINDOW_MS, adaptRate, initialRate, recordSend, sendAllowedAt, type RatePolicy, type RateState } from "./label-rate.ts";
 import { labelState, slotResourceName, type LabelSlotConfig, type LabelSlotRing, type LabelState, type SlotResource } from "./label-slots.ts";
 
 /** The metadata the labeller keeps of an object (what `PartialObjectMetadata` carries that matters). */
@@ -85,7 +86,7 @@ export interface LabellingState {
   readonly patchErrors: Map<string, string>;
   tokens: number;
   refilledAt: number;
-  /** The PATCH rate now, adapted to the apiserver's answers. */
+  /** The PATCH rate: its target now, adapted to the apiserver's answers, the ceiling's window, and what was achieved. */
   readonly rate: RateState;
 }
 
@@ -210,7 +211,7 @@ function rejudgeAll(state: LabellingState, now: number): void {
 function refill(state: LabellingState, now: number): void {
   const p = state.policy;
   if (now > state.refilledAt) {
-    state.tokens = Math.min(p.burst, state.tokens + ((now - state.refilledAt) / 1000) * state.rate.rate);
+    state.tokens = Math.min(p.burst, state.tokens + ((now - state.refilledAt) / 1000) * state.rate.target);
   }
   state.refilledAt = Math.max(state.refilledAt, now);
 }
@@ -228,7 +229,7 @@ function dispatch(state: LabellingState, now: number): LabellingEffect[] {
   }
   refill(state, now);
   for (const wk of state.queue) {
-    if (state.inFlight.size >= state.policy.maxInFlight || state.tokens < 1) break;
+    if (state.inFlight.size >= state.policy.maxInFlight || state.tokens < 1 || sendAllowedAt(state.rate, state.policy, now) > now) break;
     state.queue.delete(wk);
     const [resource = "", key = ""] = splitWork(wk);
     const t = state.resources.get(resource)?.objects.get(key);
@@ -236,6 +237,7 @@ function dispatch(state: LabellingState, now: number): LabellingEffect[] {
     const labels = missingLabels(state.config, resource, t.meta);
     if (Object.keys(labels).length === 0) continue;
     state.tokens -= 1;
+    recordSend(state.rate, now);
     state.inFlight.set(wk, t.meta.resourceVersion);
     effects.push({ type: "patch", resource, namespace: t.meta.namespace, name: t.meta.name, resourceVersion: t.meta.resourceVersion, labels });
   }
@@ -246,8 +248,11 @@ function dispatch(state: LabellingState, now: number): LabellingEffect[] {
 
 function nextWake(state: LabellingState, now: number): number | undefined {
   let at: number | undefined;
-  if (state.queue.size > 0 && state.inFlight.size < state.policy.maxInFlight && state.tokens < 1) {
-    at = now + Math.ceil(((1 - state.tokens) / state.rate.rate) * 1000);
+  if (state.queue.size > 0 && state.inFlight.size < state.policy.maxInFlight) {
+    // The next token, and the ceiling's window: whichever is later.
+    const token = state.tokens < 1 ? now + Math.ceil(((1 - state.tokens) / state.rate.target) * 1000) : now;
+    const due = Math.max(token, Math.ceil(sendAllowedAt(state.rate, state.policy, now)));
+    if (due > now) at = due;
   }
   for (const r of state.retries.values()) at = Math.min(at ?? r, r);
   return at;
@@ -313,10 +318,12 @@ export function step(state: LabellingState, event: LabellingEvent, now: number):
       const key = objectKey(event.namespace, event.name);
       const wk = workKey(event.resource, key);
       const patchedAt = state.inFlight.get(wk);
+      // Every slot taken: the PATCHes' latency, not the rate, held work back.
+      const slotsFull = state.inFlight.size >= state.policy.maxInFlight;
       state.inFlight.delete(wk);
       // Tokens earned so far at the old rate, before the rate changes.
       refill(state, now);
-      adaptRate(state.rate, state.policy, event.result === "throttled" ? { type: "throttled" } : { type: "answered", latencyMs: event.latencyMs ?? 0, waiting: state.queue.size > 0 }, now);
+      adaptRate(state.rate, state.policy, event.result === "throttled" ? { type: "throttled" } : { type: "answered", latencyMs: event.latencyMs ?? 0, rateBound: state.queue.size > 0 && !slotsFull }, now);
       const res = state.resources.get(event.resource);
       const t = res?.objects.get(key);
       if (event.result === "ok") {
@@ -432,6 +439,19 @@ export function labellingStatus(p: RingProgress): LabellingStatusJson {
   };
 }
 
+/** The labeller's PATCH rates now, per second, for the `Labelled` condition. */
+export interface LabelRateNow {
+  /** PATCHes answered over the last {@link ACHIEVED_WINDOW_MS} (`achievedRate`). */
+  readonly achieved: number;
+  /** The adapted target, at most the ceiling. */
+  readonly target: number;
+}
+
+/** `500`, `12`, `2.5`, `0.1`: whole above 10, one decimal below. */
+function perSecond(x: number): string {
+  return x >= 10 ? String(Math.round(x)) : String(Math.round(x * 10) / 10);
+}
+
 /** The `Labelled` condition without its transition time (the shell stamps that). */
 export interface LabelledVerdict {
   readonly status: "True" | "False" | "Unknown";
@@ -442,9 +462,10 @@ export interface LabelledVerdict {
 /**
  * What a ring's `Labelled` condition says: a refused spec or a label
  * conflict first, then listing, then how many objects are in no cache and
- * the labeller's PATCH rate now (`ratePerSecond`).
+ * the labeller's PATCH rate: the achieved one (what the apiserver
+ * answered), beside the target it may go up to.
  */
-export function labelledVerdict(p: RingProgress | undefined, problems: readonly { readonly reason: string; readonly message: string }[], ratePerSecond: number): LabelledVerdict {
+export function labelledVerdict(p: RingProgress | undefined, problems: readonly { readonly reason: string; readonly message: string }[], rate: LabelRateNow): LabelledVerdict {
   const problem = problems[0];
   if (problem !== undefined) {
     const reason = problem.reason === "LabelConflict" ? "LabelConflict" : "SpecInvalid";
@@ -468,5 +489,5 @@ export function labelledVerdict(p: RingProgress | undefined, problems: readonly 
   if (wrong.length === 0) {
     return { status: "True", reason: "AllLabelled", message: `every object carries the right ${p.label}: ${p.resources.map((r) => `${r.resource} ${r.objects}`).join(", ")}` };
   }
-  return { status: "False", reason: "Backfilling", message: `${missing} of ${total} objects lack the right ${p.label} and are in no cache until labelled (${detail}); labelling at ${Math.round(ratePerSecond)}/s now` };
+  return { status: "False", reason: "Backfilling", message: `${missing} of ${total} objects lack the right ${p.label} and are in no cache until labelled (${detail}); labelling at ${perSecond(rate.achieved)}/s over the last ${ACHIEVED_WINDOW_MS / 1000} s (target ${perSecond(rate.target)}/s)` };
 }

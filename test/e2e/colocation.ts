@@ -30,7 +30,7 @@ export async function devapiColocation(t: Test, gate: GateMode, mode: Colocation
   const kc = kubeConfig(api.url);
   let leaderTasks: ColocationLane["leaderTasks"] = [];
   if (mode.filter === "labels") {
-    const pieces = await startLabelSlotPieces(kc, { ca: await createLocalCa("co-location test CA", new Date(), 3600_000), policy: { ratePerSecond: 2000, burst: 200, maxInFlight: 32 } });
+    const pieces = await startLabelSlotPieces(kc, { ca: await createLocalCa("co-location test CA", new Date(), 3600_000), policy: { maxRatePerSecond: 2000, minRatePerSecond: 2000, burst: 200, maxInFlight: 32 } });
     t.teardown(() => pieces.stop());
     const ops = ["CREATE", "UPDATE"] as const;
     api.setMutatingWebhooks([pieces.hook([{ group: GIZMOS.group, resource: GIZMOS.plural, operations: ops }, { group: "", resource: "configmaps", operations: ops }])]);

@@ -79,7 +79,7 @@ async function realColocation(t: Test, mode: ColocationMode): Promise<Awaited<Re
   if (mode.filter === "labels") {
     // The manager's webhook on the port the kit maps shardcar-system/shardcar-webhook:443 to.
     const ca = await createLocalCa("co-location real-lane CA", new Date(), 3600_000);
-    const pieces = await startLabelSlotPieces(kc, { ca, port: PORT, policy: { ratePerSecond: 500, burst: 100, maxInFlight: 16 } });
+    const pieces = await startLabelSlotPieces(kc, { ca, port: PORT, policy: { maxRatePerSecond: 500, minRatePerSecond: 500, burst: 100, maxInFlight: 16 } });
     t.teardown(() => pieces.stop());
     const name = "shardcar-coloc-slots";
     await call(server, `${MWC}/${name}`, { method: "DELETE" });

@@ -1,5 +1,6 @@
 import t from "tap";
 import type { LabelSlotConfig, LabelSlotRing } from "../../src/ring/label-slots.ts";
+import { achievedRate } from "../../src/ring/label-rate.ts";
 import { initialLabelling, labelledVerdict, labellingStatus, progress, step, type LabellingEffect, type LabellingPolicy, type LabellingState, type ObjectMeta } from "../../src/ring/labelling.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
@@ -16,9 +17,11 @@ const WEB: LabelSlotRing = {
 };
 const AUDIT: LabelSlotRing = { namespace: "shop", name: "audit", label: "shard.shardcar.io/audit", slotCount: 256, resources: [{ resource: "gadgets", group: "example.com", key: "uid" }] };
 const CONFIG: LabelSlotConfig = { rings: [WEB], problems: [] };
-const POLICY: LabellingPolicy = { ratePerSecond: 10, maxRatePerSecond: 10, slowPatchMs: 250, burst: 100, maxInFlight: 100, retryMinMs: 100, retryMaxMs: 1_000 };
+// A target of 20/s (where it starts) under a ceiling that never binds here (the ceiling has tests of its own).
+const POLICY: LabellingPolicy = { maxRatePerSecond: 1_000, minRatePerSecond: 20, slowPatchMs: 250, burst: 100, maxInFlight: 100, retryMinMs: 100, retryMaxMs: 1_000 };
 const G = "gadgets.example.com";
 const W = "widgets.example.com";
+const RATE = { achieved: 0, target: 20 };
 
 /** The slot holding the hash of `value`, by scanning the slot ranges. */
 function slotOf(value: string, slotCount: number): string {
@@ -78,16 +81,16 @@ t.test("one PATCH sets the labels of every ring that labels the resource", async
 });
 
 t.test("the token bucket: a burst, then the steady rate, and a wake-up when the next token is due", async (t) => {
-  const s = initialLabelling(CONFIG, { ...POLICY, ratePerSecond: 2, burst: 3 }, 0);
+  const s = initialLabelling(CONFIG, { ...POLICY, burst: 3 }, 0);
   const objects = Array.from({ length: 10 }, (_, i) => obj(`o${i}`, `uid-${i}`));
   const first = listed(s, G, objects, 0);
   t.equal(patches(first).length, 3, "the burst goes at once");
-  t.same(first.filter((e) => e.type === "wake"), [{ type: "wake", at: 500 }], "the next token comes at 2/s");
-  t.equal(patches(step(s, { type: "tick" }, 499).effects).length, 0, "not before it is due");
-  t.equal(patches(step(s, { type: "tick" }, 500).effects).length, 1);
-  t.equal(patches(step(s, { type: "tick" }, 2_500).effects).length, 3, "tokens refill over time, capped by the burst");
+  t.same(first.filter((e) => e.type === "wake"), [{ type: "wake", at: 50 }], "the next token comes at 20/s");
+  t.equal(patches(step(s, { type: "tick" }, 49).effects).length, 0, "not before it is due");
+  t.equal(patches(step(s, { type: "tick" }, 50).effects).length, 1);
+  t.equal(patches(step(s, { type: "tick" }, 250).effects).length, 3, "tokens refill over time, capped by the burst");
   let sent = 7;
-  for (let now = 3_000; sent < 10; now += 500) sent += patches(step(s, { type: "tick" }, now).effects).length;
+  for (let now = 300; sent < 10 && now < 10_000; now += 50) sent += patches(step(s, { type: "tick" }, now).effects).length;
   t.equal(sent, 10, "everything is patched in the end");
   t.same(step(s, { type: "tick" }, 100_000).effects, [], "nothing left to do, nothing to wake for");
 });
@@ -140,7 +143,7 @@ t.test("other failures are retried with backoff and reported until a PATCH of th
   const s = initialLabelling(CONFIG, POLICY, 0);
   listed(s, G, [obj("a", "u-a")]);
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "error", error: "HTTP 403: forbidden" }, 10);
-  const v = labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond);
+  const v = labelledVerdict(progress(s)[0], [], RATE);
   t.match(v, { status: "False", reason: "PatchFailing", message: /HTTP 403: forbidden/ });
   t.equal(patches(step(s, { type: "tick" }, 110).effects).length, 1, "retried");
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "ok" }, 120);
@@ -170,17 +173,17 @@ t.test("a config change re-judges everything: a dropped ring stops its resources
 });
 
 t.test("the Labelled condition: problems first, then listing, then what is in no cache", async (t) => {
-  t.match(labelledVerdict(undefined, [{ reason: "LabelConflict", message: "x and y both label" }], POLICY.ratePerSecond), { status: "False", reason: "LabelConflict", message: "x and y both label" });
+  t.match(labelledVerdict(undefined, [{ reason: "LabelConflict", message: "x and y both label" }], RATE), { status: "False", reason: "LabelConflict", message: "x and y both label" });
   const s = initialLabelling(CONFIG, POLICY, 0);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "Unknown", reason: "Listing", message: /gadgets.example.com, widgets.example.com/ });
+  t.match(labelledVerdict(progress(s)[0], [], RATE), { status: "Unknown", reason: "Listing", message: /gadgets.example.com, widgets.example.com/ });
   step(s, { type: "listFailed", resource: G, error: "HTTP 403: forbidden" }, 1);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "False", reason: "ListFailed", message: /gadgets.example.com \(HTTP 403: forbidden\)/ });
+  t.match(labelledVerdict(progress(s)[0], [], RATE), { status: "False", reason: "ListFailed", message: /gadgets.example.com \(HTTP 403: forbidden\)/ });
   t.same(patches(step(s, { type: "tick" }, 1).effects), [], "nothing is known, nothing is patched");
   listed(s, G, [obj("a", "u-a")]);
   listed(s, W, []);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "False", reason: "Backfilling", message: /^1 of 1 objects lack the right shard.shardcar.io\/web .*gadgets.example.com 1 unlabelled/ });
+  t.match(labelledVerdict(progress(s)[0], [], RATE), { status: "False", reason: "Backfilling", message: /^1 of 1 objects lack the right shard.shardcar.io\/web .*gadgets.example.com 1 unlabelled/ });
   step(s, { type: "patched", resource: G, namespace: "ns", name: "a", result: "ok" }, 2);
-  t.match(labelledVerdict(progress(s)[0], [], POLICY.ratePerSecond), { status: "True", reason: "AllLabelled", message: /gadgets.example.com 1, widgets.example.com 0/ });
+  t.match(labelledVerdict(progress(s)[0], [], RATE), { status: "True", reason: "AllLabelled", message: /gadgets.example.com 1, widgets.example.com 0/ });
   const [done] = progress(s);
   if (done === undefined) throw new Error("no progress for the ring");
   t.same(labellingStatus(done), {
@@ -194,7 +197,7 @@ t.test("the Labelled condition: problems first, then listing, then what is in no
 });
 
 t.test("a backfill sends more PATCHes per second while the apiserver answers fast, and fewer after it answers 429", async (t) => {
-  const policy: LabellingPolicy = { ...POLICY, ratePerSecond: 10, maxRatePerSecond: 1_000, burst: 10, maxInFlight: 1_000 };
+  const policy: LabellingPolicy = { ...POLICY, minRatePerSecond: 10, maxRatePerSecond: 1_000, burst: 10, maxInFlight: 1_000 };
   const s = initialLabelling(CONFIG, policy, 0);
   const objects = Array.from({ length: 5_000 }, (_, i) => obj(`o${i}`, `uid-${i}`));
   let inFlight = patches(listed(s, G, objects, 0));
@@ -219,4 +222,57 @@ t.test("a backfill sends more PATCHes per second while the apiserver answers fas
   const after = second(5_000, "ok");
   t.ok(after < later, `it backs off after 429s: ${later}/s, then ${after}/s`);
   t.equal(s.rate.backoffs, 1, "the 429s of one second halve it once");
+});
+
+/**
+ * Drives a backfill in 10 ms steps, answering every PATCH `latencyMs` (a
+ * multiple of 10) after it went; returns when each PATCH went.
+ */
+function backfill(s: LabellingState, objects: number, untilMs: number, latencyMs: number): number[] {
+  const sent: number[] = [];
+  let pending: { at: number; p: Extract<LabellingEffect, { type: "patch" }> }[] = [];
+  const take = (effects: readonly LabellingEffect[], now: number): void => {
+    for (const p of patches(effects)) {
+      pending.push({ at: now + latencyMs, p });
+      sent.push(now);
+    }
+  };
+  take(listed(s, G, Array.from({ length: objects }, (_, i) => obj(`o${i}`, `uid-${i}`)), 0), 0);
+  for (let now = 10; now <= untilMs; now += 10) {
+    const due = pending.filter((x) => x.at <= now);
+    pending = pending.filter((x) => x.at > now);
+    for (const { p } of due) take(step(s, { type: "patched", resource: p.resource, namespace: p.namespace, name: p.name, result: "ok", latencyMs }, now).effects, now);
+    take(step(s, { type: "tick" }, now).effects, now);
+  }
+  return sent;
+}
+
+t.test("the achieved rate never exceeds the user's --label-rate: at most 5 PATCHes begin in any one second at --label-rate 5, whatever the burst", async (t) => {
+  // Fast answers and a long backlog: the target climbs to the ceiling, and a
+  // burst of 100 tokens would send 100 at once if the bucket alone ruled.
+  const s = initialLabelling(CONFIG, { ...POLICY, maxRatePerSecond: 5, minRatePerSecond: undefined, burst: 100, maxInFlight: 100 }, 0);
+  const sent = backfill(s, 1_000, 60_000, 10);
+  const worst = Math.max(...sent.map((at) => sent.filter((x) => x >= at && x < at + 1_000).length));
+  t.equal(worst, 5, "never more than 5 in any second");
+  t.ok(sent.length >= 5 * 59, `and close to 5 a second: ${sent.length} in 60 s`);
+  t.equal(s.rate.target, 5, "the target reached the ceiling and stopped");
+  t.ok(achievedRate(s.rate, 60_000) <= 5, `the achieved rate reads ${achievedRate(s.rate, 60_000)}/s`);
+});
+
+t.test("the reported rate is the achieved one: with PATCHes of 200 ms and 8 in flight the Labelled condition says 40/s while the target is 500/s", async (t) => {
+  const s = initialLabelling(CONFIG, { ...POLICY, maxRatePerSecond: 500, minRatePerSecond: 500, burst: 500, maxInFlight: 8 }, 0);
+  backfill(s, 5_000, 30_000, 200);
+  const achieved = achievedRate(s.rate, 30_000);
+  t.equal(s.rate.target, 500);
+  t.ok(achieved <= 8 / 0.2, `at most 8 ÷ 200 ms: ${achieved}/s`);
+  t.ok(achieved >= 35, `and what was achieved, not 0: ${achieved}/s`);
+  listed(s, W, [], 30_000);
+  const v = labelledVerdict(progress(s)[0], [], { achieved, target: s.rate.target });
+  t.match(v, { status: "False", reason: "Backfilling", message: /labelling at 40\/s over the last 10 s \(target 500\/s\)$/ });
+});
+
+t.test("the target does not climb while every in-flight slot is taken: latency, not the rate, is the limit", async (t) => {
+  const s = initialLabelling(CONFIG, { ...POLICY, maxRatePerSecond: 500, minRatePerSecond: 20, burst: 20, maxInFlight: 8 }, 0);
+  backfill(s, 5_000, 30_000, 200);
+  t.ok(s.rate.target <= 80, `8 ÷ 200 ms is 40/s; the target stays near it: ${s.rate.target}/s, not the ceiling`);
 });

@@ -41,7 +41,7 @@ export async function startLabelSlotPieces(kubeConfig: KubeConfig, opts: { reado
   const tls = await opts.ca.issue({ commonName: WEBHOOK_SERVICE, names: [WEBHOOK_SERVICE, "127.0.0.1"], now: new Date(), validityMs: 3600_000 });
   const webhook = await startWebhookServer({ host: "127.0.0.1", port: opts.port ?? 0, tls, config: testConfig(), logger: log, labelSlots: { config: () => watch.current() } });
   const registry = new Registry();
-  const labeller = new Labeller({ api: client, source: watch, registry, clock: clusterClock, reportIntervalMs: 100, policy: { ratePerSecond: 200, burst: 50, retryMinMs: 50, ...opts.policy } });
+  const labeller = new Labeller({ api: client, source: watch, registry, clock: clusterClock, reportIntervalMs: 100, policy: { maxRatePerSecond: 500, minRatePerSecond: 200, burst: 50, retryMinMs: 50, ...opts.policy } });
   return {
     webhook,
     labeller,

@@ -5,7 +5,7 @@ import { ApiClient } from "../../kube/client.ts";
 import { connectionFor, describeSource, loadKubeAccess } from "../../kube/config.ts";
 import { systemClock } from "../../ring/clock.ts";
 import { runCoordinator } from "../../ring/coordinator.ts";
-import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, DEFAULT_LABEL_RATE_MAX, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
+import { DEFAULT_LABEL_BURST, DEFAULT_LABEL_RATE, Labeller, watchLabelSlotConfig } from "../../ring/labeller.ts";
 import { createLogger } from "../../log.ts";
 import { parseListen } from "../../proxy/run.ts";
 import { readOwnImage } from "../../webhook/own-image.ts";
@@ -25,6 +25,7 @@ import {
 } from "../../webhook/index.ts";
 import type { Command } from "../command.ts";
 import { UsageError, durationFlag, intFlag, parseFlags } from "../flags.ts";
+import { labelRateFlags } from "../label-rate-flags.ts";
 import { selfSignedTls } from "../serving-tls.ts";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -76,11 +77,15 @@ Flags:
   --proxy-port N            the sidecar's loopback API port (default 7443)
   --admin-port N            the sidecar's health and metrics port (default 9464)
   --no-rings                serve the injection webhook only: no rings, no label slots
-  --label-rate N            slot-label PATCHes per second to start at and never fall below (default
-                            ${DEFAULT_LABEL_RATE}, the default client rate of kube-controller-manager)
-  --label-rate-max N        the most PATCHes per second: the rate climbs toward it while PATCHes come
-                            back fast, and halves on a 429 or a PATCH slower than 250 ms (default
-                            ${DEFAULT_LABEL_RATE_MAX}; equal to --label-rate for a fixed rate)
+  --label-rate N            the most slot-label PATCHes per second: never more begin in any one second
+                            (default ${DEFAULT_LABEL_RATE}; lower it to be gentle with a busy apiserver). Under
+                            it the rate adapts: it starts at 20/s (or --label-rate if lower), climbs
+                            while PATCHes come back fast, and halves on a 429 or a PATCH slower than
+                            250 ms, not below --label-rate-min
+  --label-rate-min N        the least PATCHes per second the rate halves to, at most --label-rate
+                            (default a tenth of --label-rate, at most 20); equal to --label-rate for a
+                            fixed rate
+  --label-rate-max N        the former name of --label-rate (deprecated); beside it, must agree with it
   --label-burst N           PATCHes that may go at once after a quiet spell (default ${DEFAULT_LABEL_BURST})
   --metrics-listen H:P      /metrics (webhook reviews, ring coverage, generations, handoffs) and /healthz
                             over plain HTTP (default 0.0.0.0:9465; "off" disables)
@@ -99,7 +104,7 @@ Examples:
 `,
   async run(argv, io) {
     const { values } = parseFlags(argv, {
-      ...valueFlags("image", "image-pull-policy", "webhook-listen", "cert-mode", "cert-dir", "cert-resync", "cert-validity", "namespace", "service", "secret", "webhook-config", "proxy-port", "admin-port", "log-level", "label-rate", "label-rate-max", "label-burst", "metrics-listen"),
+      ...valueFlags("image", "image-pull-policy", "webhook-listen", "cert-mode", "cert-dir", "cert-resync", "cert-validity", "namespace", "service", "secret", "webhook-config", "proxy-port", "admin-port", "log-level", "label-rate", "label-rate-min", "label-rate-max", "label-burst", "metrics-listen"),
       ...switchFlags("no-rings", "metrics-auth", "sidecar-metrics-auth", "sidecar-debug-remote"),
     });
     if (values.image !== undefined && values.image.trim() === "") throw new UsageError("--image", "--image must not be empty");
@@ -140,13 +145,12 @@ Examples:
     const proxyPort = intFlag("--proxy-port", values["proxy-port"], 7443, 1, 65535);
     const adminPort = intFlag("--admin-port", values["admin-port"], 9464, 1, 65535);
     if (proxyPort === adminPort) throw new UsageError("--admin-port", `--admin-port ${adminPort} must differ from --proxy-port`);
-    const labelRate = intFlag("--label-rate", values["label-rate"], DEFAULT_LABEL_RATE, 1, 10_000);
-    const labelRateMax = intFlag("--label-rate-max", values["label-rate-max"], Math.max(labelRate, DEFAULT_LABEL_RATE_MAX), 1, 10_000);
-    if (labelRateMax < labelRate) throw new UsageError("--label-rate-max", `invalid --label-rate-max ${labelRateMax}: below --label-rate ${labelRate}`);
+    const labelRates = labelRateFlags(values);
     const labelBurst = intFlag("--label-burst", values["label-burst"], DEFAULT_LABEL_BURST, 1, 10_000);
     const rings = values["no-rings"] !== true;
 
     const logger = createLogger({ level: values["log-level"] ?? "info", name: "shardcar-manager", destination: io.stdout });
+    if (labelRates.warning !== undefined) logger.warn(labelRates.warning);
     // By the one rule (src/kube/config.ts): $KUBECONFIG, else the pod's own
     // service account, else ~/.kube/config. Loaded lazily: cert-manager mode
     // with --image and --no-rings talks to no apiserver.
@@ -238,7 +242,7 @@ Examples:
     const labeller =
       api === undefined || slots === undefined
         ? undefined
-        : new Labeller({ api, source: slots, policy: { ratePerSecond: labelRate, maxRatePerSecond: labelRateMax, burst: labelBurst }, registry, log: logger });
+        : new Labeller({ api, source: slots, policy: { maxRatePerSecond: labelRates.maxRatePerSecond, minRatePerSecond: labelRates.minRatePerSecond, burst: labelBurst }, registry, log: logger });
     const coordination = !rings
       ? Promise.resolve()
       : runCoordinator(
