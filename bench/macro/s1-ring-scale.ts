@@ -221,6 +221,7 @@ export const bench: Bench = async ({ quick }) => {
   const pods = Number(process.env["S1_PODS"] ?? (quick ? 20_000 : 200_000));
   const slotCount = DEFAULT_SLOT_COUNT;
   const budget = DEFAULT_RELIST_BUDGET;
+  const trace = process.env["S1_TRACE"] === "1";
   const benchStart = performance.now();
   const tls = await benchTls("s1");
   let ringWatch: { stop: () => void } | undefined;
@@ -313,8 +314,12 @@ export const bench: Bench = async ({ quick }) => {
     const settle = async (what: string, timeoutMs: number): Promise<void> => {
       const end = performance.now() + timeoutMs;
       let why: string | undefined = "not checked";
+      const t0 = performance.now();
       while (performance.now() < end) {
+        const was: string | undefined = why;
         why = await unsettled();
+        // S1_TRACE=1: what coverage still waits for, each time it changes (stderr).
+        if (trace && why !== was) process.stderr.write(`S1 ${what} +${Math.round(performance.now() - t0)} ms: ${why ?? "exact"}\n`);
         if (why === undefined) return;
         await sleep(200);
       }
