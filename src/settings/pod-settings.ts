@@ -62,6 +62,11 @@ interface Setting<K extends keyof PodSettings> {
   /** Absent: what to say. Otherwise the setting has {@link default}. */
   readonly required?: string;
   readonly default: PodSettings[K];
+  /**
+   * The default given the pod's other settings, where it depends on them
+   * (read after every setting; printing omits a value equal to it).
+   */
+  readonly defaultFor?: (s: PodSettings) => PodSettings[K];
   /** Throws {@link ConfigError} naming `name` and quoting `text`. */
   parse(text: string, name: string): PodSettings[K];
   format(value: NonNullable<PodSettings[K]>): string;
@@ -119,7 +124,17 @@ const SETTINGS: { readonly [K in keyof PodSettings]: Setting<K> } = {
   ring: { annotation: "shardcar.io/ring", flag: "ring", default: undefined, parse: parseRing, format: (r) => r },
   filter: { annotation: "shardcar.io/filter", flag: "filter", default: "shardselector", parse: oneOf(["shardselector", "labels"] as const), format: (f) => f },
   fallback: { annotation: "shardcar.io/fallback", flag: "fallback", default: "filter", parse: oneOf(["filter", "fail"] as const), format: (f) => f },
-  handoff: { annotation: "shardcar.io/handoff", flag: "handoff", default: "overlap", parse: oneOf(["overlap", "exclusive"] as const), format: (h) => h },
+  handoff: {
+    annotation: "shardcar.io/handoff",
+    flag: "handoff",
+    default: "overlap",
+    // Default handoff (design.md): a controller that shards children by
+    // `owner` creates them, and an overlap handoff lets two owners of a
+    // parent's slot both create its child; exclusive never has two owners.
+    defaultFor: (s) => (s.resources.some((r) => r.key === "owner") ? "exclusive" : "overlap"),
+    parse: oneOf(["overlap", "exclusive"] as const),
+    format: (h) => h,
+  },
   syntheticDeletes: { annotation: "shardcar.io/synthetic-deletes", flag: "synthetic-deletes", default: true, parse: parseBoolean, format: String },
   leaderElection: { annotation: "shardcar.io/leader-election", flag: "leader-election", default: undefined, parse: parseLockSpec, format: formatLockSpec },
   kubeconfig: { annotation: "shardcar.io/kubeconfig", flag: "write-kubeconfig", switch: true, default: false, parse: parseBoolean, format: String },
@@ -196,7 +211,11 @@ function read(text: (key: keyof PodSettings) => string | undefined, spelling: Sp
   const problems: Problem[] = [];
   const out: Partial<Record<keyof PodSettings, unknown>> = {};
   for (const key of KEYS) out[key] = readOne(key, text(key), spelling, problems);
-  const settings = out as PodSettings;
+  let settings = out as PodSettings;
+  for (const key of KEYS) {
+    const defaultFor = SETTINGS[key].defaultFor;
+    if (defaultFor !== undefined && text(key) === undefined) settings = { ...settings, [key]: defaultFor(settings) };
+  }
   // Combinations are judged only once every value is valid: a conflict
   // between a typo and its default would only confuse.
   return { settings, problems: problems.length > 0 ? problems : conflicts(settings, spelling, ctx) };
@@ -226,7 +245,7 @@ function printed<K extends keyof PodSettings>(key: K, s: PodSettings): string | 
   const value = s[key];
   if (value === undefined || value === null) return undefined;
   const text = setting.format(value);
-  const def = setting.default;
+  const def = setting.defaultFor?.(s) ?? setting.default;
   const atDefault = def !== undefined && def !== null && setting.format(def) === text;
   return atDefault && setting.always !== true ? undefined : text;
 }

@@ -214,3 +214,18 @@ t.test("combinations no pod may ask for are refused in both spellings, blaming t
 function escape(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 }
+
+t.test("a pod that shards children by owner hands off exclusively by default, and may still ask for overlap (design.md, Default handoff)", async (t) => {
+  const read = (annotations: Record<string, string>): PodSettings | undefined => {
+    const r = settingsFromAnnotations(annotations);
+    return r.ok ? r.settings : undefined;
+  };
+  t.equal(read({ "shardcar.io/resources": "pods" })?.handoff, "overlap", "no owner key: overlap, duplicates never gaps");
+  t.equal(read({ "shardcar.io/resources": "deployments.apps, replicasets.apps=owner" })?.handoff, "exclusive", "an owner-keyed resource: never two owners of a parent's children");
+  t.equal(settingsFromFlags({ resources: "configmaps, secrets=owner" }).handoff, "exclusive", "the proxy's flags mean the same");
+  const overlap = read({ "shardcar.io/resources": "replicasets.apps=owner", "shardcar.io/handoff": "overlap" });
+  t.equal(overlap?.handoff, "overlap", "asked for explicitly, overlap stays");
+  if (overlap === undefined) return;
+  t.same(settingsToArgs(overlap).slice(-2), ["--handoff", "overlap"], "and is written into the sidecar's args, since it is no longer the default");
+  t.notOk(settingsToArgs({ ...overlap, handoff: "exclusive" }).includes("--handoff"), "the derived default is not written");
+});

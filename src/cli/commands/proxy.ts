@@ -47,7 +47,8 @@ Flags:
   --slot-label KEY        labels mode: the slot label key instead of shard.shardcar.io/<ring>
   --slot-count N          labels mode with static shards: slots the keyspace is cut into
                           (default 256; a ring's count comes from its ShardRing)
-  --handoff MODE          ring mode: overlap (default; duplicates, never gaps) or exclusive
+  --handoff MODE          ring mode: overlap (duplicates, never gaps) or exclusive (never two
+                          owners); default exclusive when a resource is keyed by owner, else overlap
   --pod-namespace NS      default $POD_NAMESPACE (ring mode: where the Lease and ShardRing live)
   --fallback MODE         filter (default) or fail: answer 503 when the server did not filter
   --listen HOST:PORT      proxy listener, loopback only (default 127.0.0.1:7443)
