@@ -17,7 +17,9 @@ export function fmtBytes(n: number): string {
 }
 
 export function fmtPct(x: number): string {
-  return `${(x * 100).toFixed(1)}%`;
+  // A saving that rounds to nothing is 0.0%, never "-0.0%".
+  const tenths = Math.round(x * 1000) / 10;
+  return `${(tenths === 0 ? 0 : tenths).toFixed(1)}%`;
 }
 
 /** A plain-text table: a header, a rule, and left-aligned columns. */
