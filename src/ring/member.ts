@@ -500,6 +500,15 @@ export class RingMember implements OwnershipSource {
 
   #checkLeft(): void {
     if (this.#life !== LIFECYCLE.Leaving) return;
+    // A member that cannot renew its Lease cannot hand anything on: the
+    // leader will see it expire and take its slots over as a crash's. Waiting
+    // out the leave timeout would only outlast the pod's grace period and end
+    // in a SIGKILL (issue 32); it enforces nothing already, so it goes now.
+    if (this.#fenced) {
+      this.#log.warn("leaving without a drain: the Lease cannot be renewed, so the leader will take the slots over when it expires");
+      this.#leaveSettled();
+      return;
+    }
     // Free to go once nothing committed is ours and nothing pending would be:
     // then no slot depends on this member (a member that never got a table,
     // e.g. with no manager running, leaves at once).

@@ -84,7 +84,8 @@ function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
   // sidecars such as a mesh proxy, start) before shardcar's proxy, so the
   // network is ready when it dials the apiserver, and none of them is
   // rewired to a proxy that is not running yet.
-  list(spec, "initContainers").push(sidecar(plan));
+  const grace = spec["terminationGracePeriodSeconds"];
+  list(spec, "initContainers").push(sidecar(plan, typeof grace === "number" ? grace : undefined));
 
   for (const c of arr(spec["containers"])) {
     const container = obj(c);
@@ -104,7 +105,21 @@ function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
   return pod;
 }
 
-function sidecar(plan: InjectionPlan): JsonObject {
+/** The kubelet's default terminationGracePeriodSeconds, which the proxy's own leave timeout (25 s) fits. */
+const DEFAULT_GRACE_SECONDS = 30;
+
+/**
+ * A ring member drains on SIGTERM (its slots are handed on while it still
+ * serves); the kubelet SIGKILLs the pod at its grace period. So the drain
+ * must end 5 s before it, when the pod asks for another grace period than
+ * the default the proxy's own --leave-timeout fits.
+ */
+function leaveTimeoutArgs(plan: InjectionPlan, graceSeconds: number | undefined): string[] {
+  if (plan.settings.shards.mode !== "ring" || graceSeconds === undefined || graceSeconds === DEFAULT_GRACE_SECONDS) return [];
+  return ["--leave-timeout", `${Math.max(1, Math.floor(graceSeconds) - 5)}s`];
+}
+
+function sidecar(plan: InjectionPlan, graceSeconds: number | undefined): JsonObject {
   const { config, settings } = plan;
   const args = [
     "proxy",
@@ -119,6 +134,7 @@ function sidecar(plan: InjectionPlan): JsonObject {
     // The pod's settings in the proxy's own vocabulary, with the ring the
     // decision resolved (the owning workload's name when none was written).
     ...settingsToArgs({ ...settings, ring: plan.ring }),
+    ...leaveTimeoutArgs(plan, graceSeconds),
     "--sa-dir",
     SIDECAR_SHARED_DIR,
   ];

@@ -70,3 +70,37 @@ t.test("a member whose Lease is taken over enforces nothing at once, then rejoin
   t.equal(spec?.holderIdentity, before, "it holds its Lease again, under its own identity");
   t.ok(m.member.current().ranges.length > 0, "and owns slots again");
 });
+
+t.test("a member told to stop while it cannot reach the apiserver gives up the drain once it fences itself, and stops long before its leave timeout", async (t) => {
+  const env = await RingEnv.start("stop-cut-off");
+  const link = await Link.to(env.api.url);
+  t.teardown(async () => {
+    await env.stop();
+    await link.close();
+  });
+  env.createRing({ handoff: "overlap" });
+  env.startCoordinator();
+  await env.addMember("web-0");
+  const leaveTimeoutMs = 60_000;
+  await env.addMember("web-1", { client: memberClient(link.url), leaveTimeoutMs });
+  await env.settled(["web-0", "web-1"]);
+
+  // SIGTERM arrives while the apiserver is out of reach: the member has not
+  // noticed yet, so it starts a drain that can never finish.
+  link.partition();
+  const at = clusterClock.now();
+  let stoppedAt = 0;
+  const leaving = env.leave("web-1").then(() => (stoppedAt = clusterClock.now()));
+  await until("web-1 to stop", () => stoppedAt !== 0, leaveTimeoutMs);
+  await leaving;
+  // Its renew deadline, then one bounded attempt to delete its Lease (about
+  // two renew deadlines here); the bound leaves room for a loaded machine
+  // and is still a third of the pod's default 30 s grace period.
+  const bound = 10_000;
+  t.ok(stoppedAt - at <= bound, `stopped ${Math.round(stoppedAt - at)} ms after it was told to (≤ ${bound} ms, where the drain would have waited out the ${leaveTimeoutMs} ms leave timeout)`);
+  t.same(env.members.get("web-1")?.member.current().ranges, [], "and enforces nothing");
+
+  // The leader takes its slots over as a crash's once the Lease expires.
+  await env.settled(["web-0"], 15_000);
+  t.pass("web-0 owns the whole keyspace again");
+});

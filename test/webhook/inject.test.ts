@@ -245,6 +245,7 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
   ]);
   const kubeconfig = ann["shardcar.io/kubeconfig"] === "true";
   const shards = ann["shardcar.io/shards"] ?? "ring";
+  const grace = (input.spec as { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds;
   t.same(
     sc["args"],
     [
@@ -261,6 +262,8 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
       ...(ann["shardcar.io/synthetic-deletes"] === "false" ? ["--synthetic-deletes", "false"] : []),
       ...(ann["shardcar.io/leader-election"] === undefined ? [] : ["--leader-election", ann["shardcar.io/leader-election"]]),
       ...(kubeconfig ? ["--write-kubeconfig"] : []),
+      // A ring member's drain ends 5 s before a grace period other than the default 30 s.
+      ...(shards === "ring" && grace !== undefined && grace !== 30 ? ["--leave-timeout", `${Math.max(1, grace - 5)}s`] : []),
       "--sa-dir", "/var/run/shardcar/serviceaccount",
     ],
     "sidecar args in the documented form",

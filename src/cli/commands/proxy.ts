@@ -22,7 +22,7 @@ import { adminAccessFor, ringClient, sidecarAccess } from "../sidecar-access.ts"
 /** Every flag of `shardcar proxy`: the pod settings (src/settings/) and the sidecar's own. */
 export const PROXY_FLAGS = {
   ...SETTING_FLAGS,
-  ...valueFlags("listen", "admin-listen", "kubeconfig", "server", "certificate-authority", "tls-cert", "tls-key", "write-ca", "pod-name", "bookmark-interval", "relist-jitter", "wait-for-ranges", "max-item-bytes", "log-level", "sa-dir", "real-sa-dir", "pod-namespace", "slot-label", "slot-count"),
+  ...valueFlags("listen", "admin-listen", "kubeconfig", "server", "certificate-authority", "tls-cert", "tls-key", "write-ca", "pod-name", "bookmark-interval", "relist-jitter", "wait-for-ranges", "leave-timeout", "max-item-bytes", "log-level", "sa-dir", "real-sa-dir", "pod-namespace", "slot-label", "slot-count"),
   ...switchFlags("debug-remote", "metrics-auth", "tls", "injected"),
 } as const;
 
@@ -77,6 +77,11 @@ Flags:
   --wait-for-ranges D     ring mode: hold the controller's sharded requests until the ring
                           gives this member its first ranges, at most D (default 30s; 0 serves
                           at once, for an empty shard, and relists when the ranges come)
+  --leave-timeout D       ring mode: on SIGTERM, how long to keep serving while the ring hands
+                          this member's slots on before giving up and exiting (default 25s:
+                          below the pod's default 30 s grace period; the webhook sets it
+                          from terminationGracePeriodSeconds). A member that cannot reach
+                          the apiserver gives up at once: nothing can be handed on
   --max-item-bytes N      largest list item or watch event accepted (default 16777216)
   --leader-election LOCK  the controller's lock (leases/<name>, configmaps/<name> or
                           endpoints/<name>), renamed to <name>-<shard identity> so each
@@ -108,6 +113,8 @@ Examples:
     const bookmarkIntervalMs = durationFlag("--bookmark-interval", values["bookmark-interval"], 1000);
     const relistJitterMs = durationFlag("--relist-jitter", values["relist-jitter"], 0);
     const waitForRangesMs = durationFlag("--wait-for-ranges", values["wait-for-ranges"], 30_000);
+    // Below the pod's default 30 s grace period, with time left to close.
+    const leaveTimeoutMs = durationFlag("--leave-timeout", values["leave-timeout"], 25_000);
     const maxItemBytes = intFlag("--max-item-bytes", values["max-item-bytes"], 16 * 1024 * 1024, 1024);
     const podName = values["pod-name"] ?? io.env.POD_NAME;
 
@@ -155,6 +162,7 @@ Examples:
         ring,
         member: podName,
         mode: settings.handoff,
+        leaveTimeoutMs,
         log: logger.child({ component: "ring-member" }),
         registry,
       });
