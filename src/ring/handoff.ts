@@ -374,7 +374,10 @@ function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: stri
   // them on, or never report. Abandon now and replan without it; in a
   // rolling update this is what keeps one wave from waiting out the
   // deadline on a pod that is going away.
-  const lostGainer = [...gains.keys()].find((m) => stateOf(m) === MemberState.Leaving || stateOf(m) === MemberState.Expired);
+  // Not over an empty committed table (a cold start): there a replan without
+  // one member moves every member's slots, and each would relist again; the
+  // late member is left to expire for good (fenced, then replanned) instead.
+  const lostGainer = hasOwners(d.s.committed.owners) ? [...gains.keys()].find((m) => stateOf(m) === MemberState.Leaving || stateOf(m) === MemberState.Expired) : undefined;
   if (lostOwner !== undefined || lostGainer !== undefined) {
     abandon(d, p, now, "member-lost", gains, losses);
     return;

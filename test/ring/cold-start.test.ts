@@ -202,3 +202,25 @@ t.test("property: members that keep joining after the first table each still lis
     );
   }
 });
+
+t.test("a cold start's first table is not thrown away for a member that is slow to renew: replanning it would move every member's slots", async (t) => {
+  const c = new Cluster(256, HandoffMode.Overlap);
+  for (const n of ["a", "b", "c", "d"]) c.pool.set(n, { state: MemberState.Ready, applied: 0 });
+  while (c.published.length === 0 && c.now < T0 + MAX) {
+    c.now += 100;
+    c.step();
+  }
+  t.equal(c.published.length, 1, "the first table is out");
+  // d's renewals are late (a starved node): its Lease reads expired, not
+  // dead, and it has not reported the table yet.
+  const d = c.pool.get("d");
+  if (d !== undefined) Object.assign(d, { state: MemberState.Expired, applied: 0 });
+  const before = c.state.pending?.generation;
+  t.ok(before !== undefined, "the first table is pending");
+  const res = step(c.state, { type: "observe", members: c.observations() }, c.now, c.mode);
+  t.notOk(
+    res.effects.some((e) => e.type === "abandon"),
+    "nothing abandoned",
+  );
+  t.equal(res.state.pending?.generation, before, "the same table stays pending for d to catch up");
+});
