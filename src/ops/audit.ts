@@ -192,14 +192,17 @@ export function formatAudit(r: AuditReport): string {
   out.push(`shardcar audit of ${r.resource} (keyed by ${r.key}) against ${r.owners}, at resourceVersion ${r.resourceVersion || "?"}`);
   for (const n of r.notes) out.push(`  note: ${n}`);
   out.push("");
-  const table: string[][] = [["owner", "keyspace", "objects", "expected", "server filtered", "status"]];
+  // The audit asks with shardSelector: this column says whether the server
+  // applied it, not how the proxies ask (in labels mode they select by the
+  // slot label, and the server filters that whatever its gate).
+  const table: string[][] = [["owner", "keyspace", "objects", "expected", "shardSelector applied", "status"]];
   for (const row of r.rows) {
     table.push([
       row.name,
       pct(row.share),
       String(row.count),
       String(row.expected),
-      row.serverFiltered ? "yes" : `no (${row.outside} dropped here)`,
+      row.serverFiltered ? "yes" : `no, ignored (${row.outside} dropped here)`,
       row.serving ? (row.note === undefined ? "serving" : `serving; ${row.note}`) : `NOT SERVING: ${row.note ?? ""}`,
     ]);
   }
