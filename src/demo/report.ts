@@ -147,13 +147,36 @@ const STAMP = `document.querySelectorAll("svg.chart").forEach(function (svg) {
   svg.querySelectorAll("polyline.series").forEach(function (p) { p.setAttribute("data-length", String(Math.round(p.getTotalLength()))); });
 });`;
 
+/**
+ * A scene's lines as HTML: prose as paragraphs, and each run of lines
+ * indented by two spaces (a command's output, such as the operator's audit
+ * table) as one preformatted block, so its columns stay aligned.
+ */
+export function renderLines(lines: readonly string[]): string {
+  const out: string[] = [];
+  let block: string[] = [];
+  const flush = (): void => {
+    if (block.length > 0) out.push(`<pre>${escapeHtml(block.join("\n"))}</pre>`);
+    block = [];
+  };
+  for (const l of lines) {
+    if (l.startsWith("  ")) block.push(l.slice(2));
+    else {
+      flush();
+      out.push(`<p>${escapeHtml(l)}</p>`);
+    }
+  }
+  flush();
+  return out.join("\n");
+}
+
 export function renderReport(d: ReportData): string {
   const scenes = d.scenes
     .map(
       (s) => `<section class="scene ${s.ok ? "ok" : "bad"}">
 <h3>${escapeHtml(s.title)} <span class="verdict">${s.ok ? "invariants held" : "INVARIANT BROKEN"}</span></h3>
 <pre>${escapeHtml(s.table)}</pre>
-${s.lines.map((l) => `<p>${escapeHtml(l)}</p>`).join("\n")}
+${renderLines(s.lines)}
 </section>`,
     )
     .join("\n");
