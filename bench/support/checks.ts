@@ -111,6 +111,22 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
   },
   {
     id: "P5m",
+    // The anonymous-memory row of the same pods: its own known miss with its
+    // own ratchet (the RSS row's must not stand in for it, nor it for the
+    // RSS row's). A Node sidecar's anonymous memory at idle (~20 MB, P6) is
+    // as large as a small client-go controller's whole heap, so a pod of
+    // two is above one unsharded controller here too.
+    name: /^pod memory at the peak \(controller \+ proxy anonymous memory \(RssAnon\)\), client-go, gate (on|off), N=2$/,
+    kind: "ratio",
+    // CI's quick run on 2026-12-07 (clean clone, load average 1-2) measured
+    // 0.41 (gate on) and 0.53 (gate off): 54 and 42 MB against an unsharded
+    // controller's 22 MB. At 0.33 it catches some 13 MB more anonymous
+    // memory in the pod.
+    ratchet: 0.33,
+    reason: "a client-go controller's anonymous memory (~22 MB in quick) is about a Node sidecar's idle anonymous memory (~20 MB, P6); quick measured 0.41 (gate on) and 0.53 (gate off) on 2026-12-07",
+  },
+  {
+    id: "P5m",
     // The RSS break-even (its target is targetMaxMB), not the anonymous-memory one.
     name: /^break-even size: /,
     kind: "max",
