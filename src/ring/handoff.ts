@@ -258,16 +258,13 @@ export function withinBudget(
 ): { owners: (string | undefined)[]; deferred: string[] } {
   const exempt = new Set<string>();
   const gained = new Map<string, number>();
-  const share = new Map<string, number>();
   to.forEach((b, s) => {
     const a = from[s];
-    if (b !== undefined) share.set(b, (share.get(b) ?? 0) + 1);
-    // A slot a gainer loses is still in what it lists while it widens.
-    if (a !== undefined && a !== b) share.set(a, (share.get(a) ?? 0) + 1);
     if (b === undefined || a === b) return;
     if (a === undefined || !serving(a)) exempt.add(b);
     gained.set(b, (gained.get(b) ?? 0) + 1);
   });
+  const share = listedSlots(from, to);
   const waiting = [...gained.keys()].filter((m) => !exempt.has(m)).sort((x, y) => (gained.get(y) ?? 0) - (gained.get(x) ?? 0) || byName(x, y));
   const shift = waiting.length === 0 ? 0 : rotate % waiting.length;
   const order = [...waiting.slice(shift), ...waiting.slice(0, shift)];
@@ -286,23 +283,31 @@ export function withinBudget(
 }
 
 /**
- * The cost {@link withinBudget} charges a table change `from → to`: the
- * slots its gainers relist between them, in keyspaces. For tests and
- * metrics.
+ * For each member, the slots it lists if it relists for the change
+ * `from → to`: what it holds in either table (while it widens, a gainer
+ * still enforces what it is giving up).
  */
-export function relistCost(from: SlotOwners, to: SlotOwners): number {
-  const gainers = new Set<string>();
-  to.forEach((b, s) => {
-    if (b !== undefined && from[s] !== b) gainers.add(b);
-  });
-  let slots = 0;
+function listedSlots(from: SlotOwners, to: SlotOwners): Map<string, number> {
+  const slots = new Map<string, number>();
   for (let s = 0; s < Math.max(from.length, to.length); s++) {
     const a = from[s];
     const b = to[s];
-    if ((b !== undefined && gainers.has(b)) || (a !== undefined && a !== b && gainers.has(a))) slots++;
-    // A slot moving from one gainer to another is listed by both.
-    if (a !== undefined && b !== undefined && a !== b && gainers.has(a) && gainers.has(b)) slots++;
+    if (b !== undefined) slots.set(b, (slots.get(b) ?? 0) + 1);
+    if (a !== undefined && a !== b) slots.set(a, (slots.get(a) ?? 0) + 1);
   }
+  return slots;
+}
+
+/**
+ * The cost {@link withinBudget} charges a table change `from → to`: the
+ * slots its gainers relist between them, in keyspaces. For tests and the
+ * S1 bench.
+ */
+export function relistCost(from: SlotOwners, to: SlotOwners): number {
+  const listed = listedSlots(from, to);
+  const gainers = new Set(to.filter((b, s): b is string => b !== undefined && from[s] !== b));
+  let slots = 0;
+  for (const g of gainers) slots += listed.get(g) ?? 0;
   return slots / Math.max(1, to.length);
 }
 

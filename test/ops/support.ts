@@ -6,7 +6,8 @@
  * kubeconfig file pointing at it, as an operator would have.
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer, request, type Server } from "node:http";
+import { createServer, type Server } from "node:http";
+import { relayTo } from "../support/relay.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { seedPods, startDevApi, type DevApi, type GateMode } from "../../src/devapi/index.ts";
@@ -43,7 +44,7 @@ export async function startOpsCluster(opts: { gate: GateMode; pods?: number; nam
   api.registerResource({ group: "", version: "v1", resource: "endpoints", kind: "Endpoints", namespaced: true, listKind: "EndpointsList", singular: "endpoints" });
   api.registerResource({ group: "admissionregistration.k8s.io", version: "v1", resource: "mutatingwebhookconfigurations", kind: "MutatingWebhookConfiguration", namespaced: false });
   if ((opts.pods ?? 0) > 0) seedPods(api, { count: opts.pods ?? 0, namespaces: opts.namespaces ?? ["default"] });
-  const upstream = new URL(api.url);
+  const relay = relayTo(new URL(api.url));
   const reviews: OpsCluster["reviews"] = [];
   const state = { policy: opts.policy ?? allowAll };
   const server: Server = createServer((req, res) => {
@@ -61,13 +62,7 @@ export async function startOpsCluster(opts: { gate: GateMode; pods?: number; nam
       });
       return;
     }
-    const up = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
-      res.writeHead(ur.statusCode ?? 502, ur.headers);
-      ur.pipe(res);
-    });
-    up.on("error", () => res.destroy());
-    res.on("close", () => up.destroy());
-    req.pipe(up);
+    relay(req, res);
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const addr = server.address();

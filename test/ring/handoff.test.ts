@@ -1013,3 +1013,10 @@ t.test("the generation a member enforces only grows through publish, abandon, re
   look();
   t.same(seen, [1, 2, 4, 5, 6]);
 });
+
+t.test("relistCost charges each gainer its whole share while it widens, in keyspaces", async (t) => {
+  t.equal(relistCost(owners("aaabbbcccddd"), owners("aaabbbcccabc")), 1, "d leaves: a, b and c each relist four of twelve slots");
+  t.equal(relistCost(owners("aaaabbbbcccc"), owners("aaadbbbdcccd")), 0.25, "a join: only the newcomer relists, its own three slots");
+  t.equal(relistCost(owners("aabb"), owners("abab")), 1.5, "a swap: each side lists what it keeps, gains and still gives up");
+  t.equal(relistCost(owners("aabb"), owners("aabb")), 0, "no change, no relist");
+});

@@ -13,7 +13,8 @@
  * PATCH that long before relaying it (a slow apiserver).
  */
 import t, { type Test } from "tap";
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type Server } from "node:http";
+import { relayTo } from "../support/relay.ts";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 import { startDevApi, type DevApi } from "../../src/devapi/index.ts";
@@ -57,15 +58,7 @@ async function startFront(upstream: string): Promise<Front> {
     }
     relay(req, res);
   });
-  const relay = (req: IncomingMessage, res: ServerResponse): void => {
-    const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    up.on("error", () => res.destroy());
-    res.on("close", () => up.destroy());
-    req.pipe(up);
-  };
+  const relay = relayTo(target);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return Object.assign(front, {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
