@@ -93,6 +93,13 @@ interface RingSeen {
   readonly tables: RingTables | undefined;
 }
 
+/** Copies a child's lines that match `re` to stderr, prefixed by its name. */
+function traceLines(child: Child, re: RegExp): void {
+  for (const st of [child.proc.stdout, child.proc.stderr]) st?.on("data", (b: Buffer) => {
+    for (const line of b.toString("utf8").split("\n")) if (re.test(line)) process.stderr.write(`${child.name}: ${line.slice(0, 400)}\n`);
+  });
+}
+
 const epoch = (): number => performance.timeOrigin + performance.now();
 
 function writeKubeconfig(tls: BenchTls, server: string, user: string): string {
@@ -243,6 +250,8 @@ export const bench: Bench = async ({ quick }) => {
       { ...process.env, KUBECONFIG: writeKubeconfig(tls, ready.url, "manager") },
     );
     const metricsUrl = (await coordinator.waitLine(/serving metrics on (\S+)/, 60_000))[1] ?? "";
+    // S1_TRACE=1: the leader's own account of its terms and tables (stderr).
+    if (trace) traceLines(coordinator, /leader|abandon|refus|rebuil|step|lost|publish|commit|settl/i);
 
     // "One list": what one member's share costs straight from devapi, with its shard selector.
     const share = slotsToRanges(Array.from({ length: Math.ceil(slotCount / members) }, (_, i) => i), slotCount);

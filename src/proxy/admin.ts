@@ -1,5 +1,6 @@
 /**
- * The admin listener: /metrics, /healthz, /readyz and /debug/shardcar. It is
+ * The admin listener: /metrics, /healthz, /readyz, /debug/shardcar and
+ * /shardcar/prestop. It is
  * separate from the proxy listener because the kubelet probes the pod IP,
  * while the proxy itself binds loopback only.
  *
@@ -12,6 +13,11 @@
  * the apiserver authenticates and authorizes (src/kube/access-review.ts),
  * as controller-runtime's metrics server does; the listener then serves TLS,
  * so the scraper's token does not cross the network in clear.
+ * `/shardcar/prestop` is the controller container's preStop hook, which the
+ * kubelet sends to the pod IP with no credentials: it answers once the
+ * member's slots are handed on. Anyone who reaches the pod IP can therefore
+ * make the member step aside; what that costs is bounded, because a step
+ * aside not followed by the pod's end is taken back (see `preStop`).
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
@@ -34,6 +40,12 @@ export interface AdminOptions {
   readonly debugFrom?: "loopback" | "anyone";
   /** When given, /metrics answers only what this allows (401/403 otherwise). */
   readonly metricsAuth?: RequestAuthorizer;
+  /**
+   * What `/shardcar/prestop` runs; resolves with a line for the answer once
+   * it is safe for the kubelet to stop the controller. Without it the hook
+   * answers at once (nothing to hand on).
+   */
+  readonly preStop?: () => Promise<string>;
   /** Serve HTTPS with this certificate. */
   readonly tls?: { readonly key: string; readonly cert: string };
 }
@@ -83,6 +95,13 @@ export function createAdminServer(opts: AdminOptions): Server {
           return;
         }
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(opts.debug?.(new URLSearchParams(search ?? "")) ?? {}, (_k, v: unknown) => (typeof v === "bigint" ? `0x${v.toString(16).padStart(16, "0")}` : v), 2));
+        return;
+      case "/shardcar/prestop":
+        if (opts.preStop === undefined) return text(res, 200, "nothing to hand on\n");
+        opts.preStop().then(
+          (line) => text(res, 200, `${line}\n`),
+          (err: unknown) => text(res, 500, `${err instanceof Error ? err.message : String(err)}\n`),
+        );
         return;
       default:
         res.writeHead(404).end();

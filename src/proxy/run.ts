@@ -35,6 +35,8 @@ export interface ProxyConfig extends Omit<ShardProxyOptions, "metrics" | "failBu
   readonly admin?: ListenAddress;
   /** Who may read the admin listener's /debug/shardcar and /metrics, and its TLS (admin.ts). */
   readonly adminAccess?: Pick<AdminOptions, "debugFrom" | "metricsAuth" | "tls">;
+  /** What the admin listener's /shardcar/prestop runs (admin.ts). */
+  readonly preStop?: AdminOptions["preStop"];
   readonly tls?: { readonly key: string; readonly cert: string };
   readonly registry?: Registry;
   readonly readiness?: readonly ReadinessCheck[];
@@ -161,6 +163,7 @@ export async function startProxy(cfg: ProxyConfig): Promise<RunningProxy> {
   if (cfg.admin !== undefined) {
     admin = createAdminServer({
       ...cfg.adminAccess,
+      ...(cfg.preStop === undefined ? {} : { preStop: cfg.preStop }),
       registry,
       readiness: cfg.readiness ?? [],
       debug: (query) => {

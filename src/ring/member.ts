@@ -115,6 +115,8 @@ export class RingMember implements OwnershipSource {
   #appliedRanges: readonly Range[] | undefined = [];
   #applied = 0;
   #leaving = false;
+  /** When a leave or step aside stops waiting for the handoff (clock ms); set by the first of them. */
+  #leaveDeadline: number | undefined;
   #wake = new AbortController();
   #stopWatch: () => void = () => {};
   #renewLoop: Promise<void> = Promise.resolve();
@@ -219,13 +221,7 @@ export class RingMember implements OwnershipSource {
       return;
     }
     this.#life = LIFECYCLE.Leaving;
-    this.#leaving = true;
-    this.#kick();
-    const settled = new Promise<void>((resolve) => (this.#leaveSettled = resolve));
-    this.#checkLeft();
-    const timeout = new AbortController();
-    await Promise.race([settled, this.#clock.sleep(this.#o.leaveTimeoutMs ?? 120_000, AbortSignal.any([timeout.signal, this.#stop.signal]))]);
-    timeout.abort();
+    await this.#handOn();
     if (this.#life !== LIFECYCLE.Leaving) return;
     this.#fenced = true;
     this.#republish();
@@ -238,6 +234,53 @@ export class RingMember implements OwnershipSource {
         this.#log.warn({ err: describe(e) }, "could not delete member Lease; the leader will see it expire");
       }
     }
+  }
+
+  /**
+   * Hands this member's slots on while it keeps running: what the pod's
+   * preStop hook asks for, before the kubelet stops the controller (issue
+   * 32). Marks the Lease leaving and resolves once the leader has committed
+   * a table without this member, or when the leave timeout (counted from the
+   * first step aside) has passed. A `leave()` after it only finishes: the
+   * drain's time is not granted twice. {@link rejoin} undoes it.
+   */
+  async stepAside(): Promise<void> {
+    if (this.#life !== LIFECYCLE.Running) return;
+    await this.#handOn();
+  }
+
+  /**
+   * Takes a step aside back: the Lease stops saying leaving, and the leader
+   * plans this member in again as a join. For a preStop hook that was not
+   * followed by the pod's end (a controller container restarted by its
+   * liveness probe runs its preStop too). No-op unless stepped aside.
+   */
+  rejoin(): void {
+    if (this.#life !== LIFECYCLE.Running || !this.#leaving) return;
+    this.#leaving = false;
+    this.#leaveDeadline = undefined;
+    this.#log.info("rejoining: the step aside was not followed by the pod's end");
+    this.#kick();
+  }
+
+  /** Whether the Lease says leaving (a step aside or a leave under way). */
+  get leaving(): boolean {
+    return this.#leaving;
+  }
+
+  /** Marks the Lease leaving and waits for the slots to be handed on, or the leave deadline. */
+  async #handOn(): Promise<void> {
+    if (!this.#leaving) {
+      this.#leaving = true;
+      this.#leaveDeadline = this.#clock.now() + (this.#o.leaveTimeoutMs ?? 120_000);
+      this.#kick();
+    }
+    const settled = new Promise<void>((resolve) => (this.#leaveSettled = resolve));
+    this.#checkLeft();
+    const timeout = new AbortController();
+    const left = Math.max(0, (this.#leaveDeadline ?? this.#clock.now()) - this.#clock.now());
+    await Promise.race([settled, this.#clock.sleep(left, AbortSignal.any([timeout.signal, this.#stop.signal]))]);
+    timeout.abort();
   }
 
   /** Stops at once, with no API call and no change to the ranges: what SIGKILL would leave behind. Idempotent. */
@@ -499,7 +542,7 @@ export class RingMember implements OwnershipSource {
   }
 
   #checkLeft(): void {
-    if (this.#life !== LIFECYCLE.Leaving) return;
+    if (this.#life !== LIFECYCLE.Leaving && !(this.#life === LIFECYCLE.Running && this.#leaving)) return;
     // A member that cannot renew its Lease cannot hand anything on: the
     // leader will see it expire and take its slots over as a crash's. Waiting
     // out the leave timeout would only outlast the pod's grace period and end

@@ -93,6 +93,7 @@ function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
     setEnv(container, "KUBERNETES_SERVICE_HOST", "127.0.0.1");
     setEnv(container, "KUBERNETES_SERVICE_PORT", String(config.proxyPort));
     if (plan.settings.kubeconfig) setEnv(container, "KUBECONFIG", `${SERVICE_ACCOUNT_DIR}/kubeconfig`);
+    addPreStop(container, plan);
     const mounts = list(container, "volumeMounts");
     const mount: JsonObject = { name: SHARED_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true };
     const at = mounts.findIndex((m) => isServiceAccountPath(str(obj(m)?.["mountPath"])));
@@ -103,6 +104,31 @@ function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
     else mounts.push(mount);
   }
   return pod;
+}
+
+/** Where the sidecar's admin listener answers the controller's preStop hook (src/proxy/admin.ts). */
+export const PRESTOP_PATH = "/shardcar/prestop";
+
+/**
+ * A ring member must hand its slots on while its controller still runs: the
+ * kubelet stops app containers before a native sidecar, and a proxy whose
+ * controller is gone leaves its slots in no cache until the drain ends
+ * (issue 32). So the controller's preStop asks the sidecar to step aside and
+ * returns once it has, and only then does the kubelet send SIGTERM.
+ *
+ * httpGet, because the kubelet sends it itself (to the pod IP; the admin
+ * listener is the one port there) and it needs nothing in the controller's
+ * image, unlike `exec`; `sleep` would hold every stop for a fixed time
+ * whether or not the handoff took it. A container with a preStop of its own
+ * keeps it: a container has one, and the user's comes first. Such a pod's
+ * member hands on when its sidecar gets SIGTERM, after the controller.
+ */
+function addPreStop(container: JsonObject, plan: InjectionPlan): void {
+  if (plan.settings.shards.mode !== "ring") return;
+  const lifecycle = child(container, "lifecycle");
+  if (lifecycle["preStop"] !== undefined) return;
+  const { config } = plan;
+  lifecycle["preStop"] = { httpGet: { path: PRESTOP_PATH, port: config.adminPort, scheme: config.sidecarMetricsAuth ? "HTTPS" : "HTTP" } };
 }
 
 /** The kubelet's default terminationGracePeriodSeconds, which the proxy's own leave timeout (25 s) fits. */

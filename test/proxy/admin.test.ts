@@ -126,3 +126,29 @@ t.test("no answer from the apiserver is a 500, never an allow, and is not cached
   t.match(await auth.authorize("Bearer prometheus-token", "GET", "/metrics"), { allowed: false, status: 500 });
   t.match(await auth.authorize("Bearer prometheus-token", "GET", "/metrics"), { allowed: false, status: 500 }, "asked again");
 });
+
+t.test("/shardcar/prestop answers only once the hand-on it runs is done, so the kubelet stops the controller after its slots moved", async (t) => {
+  let finish: (line: string) => void = () => {};
+  let calls = 0;
+  const port = await admin(t, {
+    preStop: () => {
+      calls++;
+      return new Promise<string>((resolve) => (finish = resolve));
+    },
+  });
+  let answered: number | undefined;
+  const reply = httpGet("127.0.0.1", port, "/shardcar/prestop").then((s) => (answered = s));
+  await until(() => calls === 1);
+  // Still waiting: the readiness probe (another request) is answered meanwhile.
+  t.equal(await httpGet("127.0.0.1", port, "/readyz"), 200);
+  t.equal(answered, undefined, "no answer while the slots are still being handed on");
+  finish("slots handed on");
+  t.equal(await reply, 200);
+
+  const none = await admin(t, {});
+  t.equal(await httpGet("127.0.0.1", none, "/shardcar/prestop"), 200, "without a ring there is nothing to wait for");
+});
+
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setImmediate(r));
+}

@@ -51,6 +51,8 @@ const INJECTED: Record<string, { apps: string[]; ring?: string; tokenVolume?: st
   "explicit-service-env.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
   // shardcar.io/synthetic-deletes: "false": every range change relists.
   "synthetic-deletes-off.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
+  // The controller's own preStop (a sleep) is kept; the member hands on at the sidecar's SIGTERM.
+  "own-prestop.pod.json": { apps: ["manager"], ring: "guestbook-controller-manager", tokenVolume: "kube-api-access-7xk2p" },
   // Static shards (1/4): no ring flag.
   "custom-ports.pod.json": { apps: ["manager"], tokenVolume: "kube-api-access-7xk2p" },
   // shardcar.io/filter: labels: --filter labels, the ring defaulted from the owner as in ring mode.
@@ -304,7 +306,18 @@ function checkInjected(t: Tap, input: Pod, output: Pod, ops: readonly { op: stri
     const mounts = c.volumeMounts ?? [];
     t.same(mounts.filter((m) => m.mountPath === SA), [{ name: "shardcar-serviceaccount", mountPath: SA, readOnly: true }], `${c.name}: the SA path is the emptyDir, once`);
     t.same(mounts.filter((m) => m.mountPath !== SA), (orig.volumeMounts ?? []).filter((m) => m.mountPath !== SA), `${c.name}: other mounts kept in order`);
-    const rest = (x: Container): Container => ({ ...x, env: undefined, volumeMounts: undefined });
+    // A ring member's controller asks the sidecar to hand its slots on before
+    // the kubelet stops it; a preStop of the container's own is kept as it is.
+    const own = (orig as { lifecycle?: { preStop?: unknown } }).lifecycle?.preStop;
+    const got = (c as { lifecycle?: { preStop?: unknown } }).lifecycle?.preStop;
+    if (own !== undefined) t.same(got, own, `${c.name}: its own preStop is kept`);
+    else if (shards === "ring") t.same(got, { httpGet: { path: "/shardcar/prestop", port: config.adminPort, scheme: config.sidecarMetricsAuth ? "HTTPS" : "HTTP" } }, `${c.name}: a ring member's controller steps the sidecar aside before it stops`);
+    else t.equal(got, undefined, `${c.name}: no preStop outside a ring`);
+    const rest = (x: Container): Container => {
+      const { lifecycle, ...others } = x as Container & { lifecycle?: { preStop?: unknown } };
+      const keep = lifecycle === undefined ? undefined : { ...lifecycle, preStop: undefined };
+      return { ...others, env: undefined, volumeMounts: undefined, ...(keep === undefined || Object.values(keep).every((v) => v === undefined) ? {} : { lifecycle: keep }) };
+    };
     t.same(rest(c), rest(orig), `${c.name}: no other field changed`);
   });
 

@@ -214,7 +214,9 @@ Examples:
       tls = await loopbackTls({ tls: values.tls === true, certFile: values["tls-cert"], keyFile: values["tls-key"], writeCa: values["write-ca"] });
     }
     const adminAccess = admin === undefined ? undefined : await adminAccessFor({ debugRemote: values["debug-remote"] === true, metricsAuth: values["metrics-auth"] === true, access });
+    const preStop = member === undefined ? undefined : stepAsideOnPreStop(member, leaveTimeoutMs, io.signal);
     const started = startProxy({
+      ...(preStop === undefined ? {} : { preStop }),
       listen,
       ...(admin === undefined ? {} : { admin }),
       ...(adminAccess === undefined ? {} : { adminAccess }),
@@ -255,3 +257,21 @@ Examples:
     return 0;
   },
 };
+
+/**
+ * The controller container's preStop hook (the injector adds it): hand the
+ * slots on while the controller still runs, then let the kubelet stop it.
+ * The pod's end follows within its grace period (the leave timeout + 5 s); a
+ * hook that is not followed by it (the controller restarted by its liveness
+ * probe, or a request from elsewhere on the pod network) is taken back then.
+ */
+function stepAsideOnPreStop(member: RingMember, leaveTimeoutMs: number, stopping: AbortSignal): () => Promise<string> {
+  let rejoin: NodeJS.Timeout | undefined;
+  stopping.addEventListener("abort", () => clearTimeout(rejoin), { once: true });
+  return async () => {
+    clearTimeout(rejoin);
+    rejoin = setTimeout(() => member.rejoin(), leaveTimeoutMs + 5_000).unref();
+    await member.stepAside();
+    return member.current().ranges.length === 0 ? "slots handed on" : "leave timeout passed; slots still held";
+  };
+}

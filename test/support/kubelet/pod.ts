@@ -79,7 +79,7 @@ export type ContainerKind = "init" | "sidecar" | "app";
 export interface TimelineEvent {
   readonly at: number;
   readonly container: string;
-  readonly event: "start" | "started" | "ready" | "unready" | "exit" | "probe-failed" | "kill";
+  readonly event: "start" | "started" | "ready" | "unready" | "exit" | "probe-failed" | "kill" | "preStop" | "preStop-done";
   readonly detail?: string;
 }
 
@@ -302,12 +302,32 @@ class ContainerSupervisor {
     timer = setTimeout(() => void tick(), timing.initialDelayMs);
   }
 
-  /** SIGTERM, then SIGKILL after the grace period. */
+  /**
+   * The container's preStop hook (httpGet or sleep), then SIGTERM, then
+   * SIGKILL at the end of the grace period, which counts from before the
+   * hook, as the kubelet counts it.
+   */
   async terminate(inst = this.current): Promise<void> {
     if (inst === undefined || inst.proc.exitCode !== null || inst.proc.signalCode !== null) return;
-    this.#pod.record(this.spec.name, "kill", "SIGTERM");
-    signalGroup(inst, "SIGTERM");
-    const timer = setTimeout(() => signalGroup(inst, "SIGKILL"), this.#pod.options.graceMs ?? 5000);
+    const graceMs = this.#pod.options.graceMs ?? 5000;
+    const timer = setTimeout(() => signalGroup(inst, "SIGKILL"), graceMs);
+    const hook = this.spec.lifecycle?.preStop;
+    if (hook !== undefined) {
+      this.#pod.record(this.spec.name, "preStop", hook.httpGet !== undefined ? `GET ${hook.httpGet.path ?? "/"}` : "sleep");
+      const sleepSeconds = hook.sleep?.seconds;
+      const ran = hook.httpGet !== undefined
+        ? probeOnce(this.spec, { httpGet: hook.httpGet }, this.#pod.probeTarget(inst), graceMs).then((r) => (r.ok ? "ok" : r.reason))
+        : sleepSeconds !== undefined
+          ? new Promise<string>((resolve) => setTimeout(() => resolve("ok"), sleepSeconds * 1000))
+          : Promise.reject(new UnsupportedError(`${this.spec.name}: a preStop other than httpGet or sleep`));
+      // A hook that fails or outlasts the grace period does not hold the stop up.
+      const result = await Promise.race([ran, inst.exited.then(() => "the container exited")]).catch((e: unknown) => String(e));
+      this.#pod.record(this.spec.name, "preStop-done", result);
+    }
+    if (inst.proc.exitCode === null && inst.proc.signalCode === null) {
+      this.#pod.record(this.spec.name, "kill", "SIGTERM");
+      signalGroup(inst, "SIGTERM");
+    }
     await inst.exited;
     clearTimeout(timer);
   }
