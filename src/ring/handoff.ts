@@ -134,6 +134,13 @@ export interface RingState {
   readonly deferred: readonly string[];
   /** Set while a fresh ring waits for membership to settle. */
   readonly settle?: Settle | undefined;
+  /**
+   * The owners of a first table (one over an empty committed table) that was
+   * abandoned because a member it relied on was lost: the next first table
+   * starts from it, so only the lost member's slots move, and the members
+   * that already listed their share do not list it again. Cleared at commit.
+   */
+  readonly seed?: SlotOwners | undefined;
   readonly policy: HandoffPolicy;
 }
 
@@ -422,7 +429,7 @@ function commit(d: Draft, p: PendingTable, now: number, gains: Map<string, numbe
   } else {
     for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
   }
-  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, deferred: [], phase: Phase.Stable };
+  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, deferred: [], phase: Phase.Stable, seed: undefined };
 }
 
 function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "member-lost", gains: Map<string, number[]>, losses: Map<string, number[]>): void {
@@ -441,7 +448,7 @@ function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "m
   const generation = d.s.lastGeneration + 1;
   const back = hasOwners(d.s.committed.owners)
     ? { ...d.s, pending: undefined, committed: { generation, owners: d.s.committed.owners }, lastGeneration: generation }
-    : { ...d.s, pending: undefined };
+    : { ...d.s, pending: undefined, seed: p.owners };
   if (reason === "deadline") {
     const wait = Math.min(d.s.policy.maxBackoffMs, d.s.policy.backoffMs * 2 ** d.s.failures);
     d.s = { ...back, failures: d.s.failures + 1, retryAt: now + wait, deferred: [], phase: Phase.Backoff };
@@ -465,7 +472,10 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   }
   const ready = d.s.members.filter((m) => isAssignable(m.state)).map((m) => m.name);
   if (!settled(d, now, ready)) return;
-  const desired = assignSlots(ready, d.s.committed.owners, d.s.slotCount);
+  // Over an empty committed table, start from the abandoned first table if
+  // there was one: a cold start that lost a member replans only its slots.
+  const base = hasOwners(d.s.committed.owners) ? d.s.committed.owners : (d.s.seed ?? d.s.committed.owners);
+  const desired = assignSlots(ready, base, d.s.slotCount);
   if (sameOwners(desired, d.s.committed.owners)) {
     d.s = { ...d.s, phase: Phase.Stable, failures: 0 };
     return;

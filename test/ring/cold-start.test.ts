@@ -224,3 +224,35 @@ t.test("a cold start's first table is not thrown away for a member that is slow 
   );
   t.equal(res.state.pending?.generation, before, "the same table stays pending for d to catch up");
 });
+
+t.test("a member lost during a cold start moves only its own slots: the others keep the share they already listed", async (t) => {
+  for (const mode of [HandoffMode.Overlap, HandoffMode.Exclusive]) {
+    const c = new Cluster(256, mode);
+    const names = Array.from({ length: 16 }, (_, i) => `m-${String(i).padStart(2, "0")}`);
+    for (const n of names) c.pool.set(n, { state: MemberState.Ready, applied: 0 });
+    // The first table is out, and one of its members dies before the table
+    // is committed (the Cluster's members report at once, so it dies in the
+    // same tick as the publish).
+    while (c.published.length === 0 && c.now < T0 + MAX) c.run(100);
+    const first = c.published[0];
+    t.ok(first !== undefined && slotsOf(first.to, "m-07").length > 0, `${mode}: a first table gives the member slots`);
+    const lost = c.pool.get("m-07");
+    if (lost !== undefined) lost.state = MemberState.Dead;
+    c.run(1_000);
+    // Overlap waits for every gainer's list before it commits; exclusive
+    // commits a first table at once (no loser to narrow), and the lost
+    // member is then a crash of a committed owner.
+    if (mode === HandoffMode.Overlap) t.equal(c.state.committed.owners.some((o) => o !== undefined), false, `${mode}: that table was not committed`);
+    const f = step(c.state, { type: "fenced", member: "m-07" }, c.now, mode);
+    c.state = f.state;
+    if (lost !== undefined) lost.state = MemberState.Fenced;
+    c.run(2_000);
+    t.ok(c.stable(), `${mode}: settled without the lost member`);
+    const final = c.state.committed.owners;
+    const before = first?.to ?? [];
+    const moved = names.filter((n) => n !== "m-07" && slotsOf(before, n).some((s) => final[s] !== n));
+    t.same(moved, [], `${mode}: no surviving member lost a slot it was given in the first table`);
+    const gained = names.filter((n) => n !== "m-07" && slotsOf(final, n).length > slotsOf(before, n).length);
+    t.ok(gained.length <= slotsOf(before, "m-07").length, `${mode}: only ${gained.length} members take the lost member's ${slotsOf(before, "m-07").length} slots`);
+  }
+});
