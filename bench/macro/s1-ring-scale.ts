@@ -143,6 +143,8 @@ async function startProxy(name: string, kubeconfig: string, tls: BenchTls): Prom
     "--log-level",
     "info",
   ]);
+  // S1_TRACE=1: what a member says of its Lease and its relists (stderr).
+  if (process.env["S1_TRACE"] === "1") traceLines(proxy, /fenc|renew|lease|expired|relist|wait-for-ranges|released|level":[45]0/i);
   const m = await proxy.waitLine(/"msg":"proxy ready"/, 120_000);
   const line = JSON.parse(m.input) as { url?: string; admin?: string };
   if (line.url === undefined || line.admin === undefined) throw new Error(`proxy ready line without url/admin: ${m.input}`);

@@ -169,6 +169,10 @@ export async function startDevApi(opts: DevApiOptions = {}): Promise<DevApi> {
     // Watches are long-lived by design; the defaults would cut them.
     s.requestTimeout = 0;
     s.headersTimeout = 60_000;
+    // kube-apiserver keeps an idle connection 90 s (k8s.io/apiserver
+    // secure_serving.go, IdleTimeout), Node's default is 5 s: clients that
+    // call every few seconds would meet far more idle closes here than there.
+    s.keepAliveTimeout = 90_000;
     return s;
   };
   const listen = (s: Server): Promise<void> =>

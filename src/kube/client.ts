@@ -313,8 +313,19 @@ export class ApiClient {
     return mod.request(url, { method, headers: h, ...(agent === undefined ? {} : { agent }) });
   }
 
-  /** One exchange, whatever the status; rejects with {@link NoAnswerError} only. */
-  async #exchange(method: string, path: string, opts: RawRequestOptions, maxBytes: number): Promise<{ readonly status: number; readonly body: Buffer; readonly where: string }> {
+  /**
+   * One exchange, whatever the status; rejects with {@link NoAnswerError} only.
+   *
+   * A request sent on a kept-alive connection that the server closed as idle
+   * in the same instant fails with ECONNRESET (or EPIPE) before any answer:
+   * the server never read it. It is sent again once on a new connection, as
+   * Node's documentation advises (`request.reusedSocket`). Without this, a
+   * member whose renewals came just over the server's idle timeout apart lost
+   * a renewal to each close, and under load fenced itself (S1, issue 32).
+   * Safe for every call shardcar makes: its writes carry a resourceVersion
+   * or are creates, so one that did land answers 409 on the second try.
+   */
+  async #exchange(method: string, path: string, opts: RawRequestOptions, maxBytes: number, resend = true): Promise<{ readonly status: number; readonly body: Buffer; readonly where: string }> {
     const url = this.#url(path, opts.query);
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
     const where = `${method} ${url.pathname}`;
@@ -335,12 +346,18 @@ export class ApiClient {
     const sent = req;
     if (expired !== undefined) sent.destroy(expired);
     return new Promise((resolve, reject) => {
+      let answered = false;
       const fail = (e: Error): void => {
         disarm();
+        if (resend && !answered && expired === undefined && sent.reusedSocket && isStaleConnection(e)) {
+          resolve(this.#exchange(method, path, opts, maxBytes, false));
+          return;
+        }
         reject(e instanceof ShardcarError ? e : new NoAnswerError(`${method} ${url.origin}${url.pathname}: ${e.message}`, { cause: e }));
       };
       sent.on("error", fail);
       sent.on("response", (res) => {
+        answered = true;
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (b: Buffer) => {
@@ -495,4 +512,10 @@ export class ApiClient {
     );
     return { done, abort: () => finish(undefined) };
   }
+}
+
+/** The errors of a kept-alive connection the server closed before it read the request. */
+function isStaleConnection(e: Error): boolean {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === "ECONNRESET" || code === "EPIPE";
 }

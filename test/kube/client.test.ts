@@ -336,3 +336,27 @@ t.test("a connection from a client-node KubeConfig keeps its connections alive, 
     server.closeAllConnections();
   }
 });
+
+t.test("a call on a kept-alive connection the server closed unread is sent again once on a new one; a call on a new connection is not", async (t) => {
+  let n = 0;
+  const s = await scripted((req, res) => {
+    n++;
+    // The second request meets the server's idle close: the socket is
+    // destroyed before the request is answered (or read).
+    if (n === 2 || req.url === "/always-closed") {
+      req.socket.destroy();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ n }));
+  });
+  t.teardown(() => s.close());
+  const client = new ApiClient(directConnection({ server: s.url, token: "t" }));
+  t.same(await client.request("GET", "/first", { timeoutMs: 5_000 }), { n: 1 });
+  t.same(await client.request("PUT", "/lease", { body: { a: 1 }, timeoutMs: 5_000 }), { n: 3 }, "the PUT that met the close went again on a new connection");
+  t.equal(n, 3);
+  // Every connection closed unread: one resend, then the error.
+  const fresh = new ApiClient(directConnection({ server: s.url, token: "t" }));
+  const err = await fresh.request("GET", "/always-closed", { timeoutMs: 5_000 }).catch((e: unknown) => e);
+  t.ok(err instanceof NoAnswerError, "a new connection closed unread is an error at once");
+  t.equal(n, 4, "not sent again: it was not a kept-alive connection");
+});
