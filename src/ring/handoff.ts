@@ -101,6 +101,18 @@ export interface Settle {
   readonly seen: readonly string[];
 }
 
+/**
+ * Slots an exclusive handoff left in no cache: dropped by their old owner
+ * before `member` (their owner from `generation` on) has listed them.
+ */
+export interface Gap {
+  readonly member: string;
+  readonly slots: readonly number[];
+  readonly generation: number;
+  /** When the leader first saw an old owner report that it dropped them. */
+  readonly since: number;
+}
+
 /** A crashed member whose slots are not yet back with a ready owner. */
 export interface Crash {
   readonly member: string;
@@ -127,6 +139,10 @@ export interface RingState {
   /** Consecutive abandons at the deadline. */
   readonly failures: number;
   readonly crashes: readonly Crash[];
+  /** Exclusive handoffs' gaps not yet closed (measured, never waited on). */
+  readonly gaps: readonly Gap[];
+  /** While an exclusive table is pending: when the leader first saw one of its losers narrow. */
+  readonly narrowedAt?: number | undefined;
   /**
    * Members the balanced table would give slots to that the relist budget
    * left out of the pending one (name order); empty when nothing is pending.
@@ -163,6 +179,8 @@ export type Effect =
   | { readonly type: "abandon"; readonly generation: number; readonly reason: "deadline" | "member-lost"; readonly durationMs: number }
   /** Take `member`'s Lease over, then report `{ type: "fenced" }`. */
   | { readonly type: "fence"; readonly member: string }
+  /** An exclusive handoff's gap closed: `member` listed the slots it was given `uncoveredMs` after they were first dropped. */
+  | { readonly type: "gap-closed"; readonly member: string; readonly uncoveredMs: number }
   /** All slots of a crashed member have a ready owner again. */
   | { readonly type: "recovered"; readonly member: string; readonly uncoveredMs: number };
 
@@ -194,6 +212,7 @@ export function initialState(opts: { slotCount: number; policy: HandoffPolicy; t
     retryAt: 0,
     failures: 0,
     crashes: [],
+    gaps: [],
     deferred: [],
     policy: opts.policy,
   };
@@ -374,6 +393,7 @@ function evaluate(d: Draft, now: number, mode: HandoffMode): void {
   // A plan may complete at once (no gainer to wait for, or no loser).
   if (d.s.pending !== undefined) settlePending(d, d.s.pending, now, stateOf, appliedOf);
   resolveCrashes(d, now, stateOf, appliedOf);
+  resolveGaps(d, now, stateOf, appliedOf);
 }
 
 function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
@@ -402,6 +422,8 @@ function settlePending(d: Draft, p: PendingTable, now: number, stateOf: (n: stri
   } else {
     // A fenced loser can no longer serve, which is as good as narrowed.
     done = [...losses.keys()].every((m) => isReleased(stateOf(m)) || appliedOf(m) >= stepGeneration(p));
+    // The gap opens when a live loser has dropped its slots (a fenced one's is a crash's, measured as such).
+    if (d.s.narrowedAt === undefined && [...losses.keys()].some((m) => isServing(stateOf(m)) && appliedOf(m) >= stepGeneration(p))) d.s = { ...d.s, narrowedAt: now };
   }
   if (done) {
     commit(d, p, now, gains, losses);
@@ -424,22 +446,29 @@ function commit(d: Draft, p: PendingTable, now: number, gains: Map<string, numbe
   const readyAt = p.phase === PendingPhase.Widening ? stepGeneration(p) : p.generation;
   const since = d.s.since.map((g, s) => (d.s.committed.owners[s] === p.owners[s] ? g : readyAt));
   d.fx.push({ type: "commit", generation: p.generation, durationMs: now - p.startedAt });
+  let gaps = d.s.gaps;
   if (p.phase === PendingPhase.Widening) {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
   } else {
     for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "widen", member, slots });
+    gaps = [...gaps, ...openedGaps(d, gains, p.generation, now)];
   }
-  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, deferred: [], phase: Phase.Stable, seed: undefined };
+  d.s = { ...d.s, committed: { generation: p.generation, owners: p.owners }, pending: undefined, since, failures: 0, deferred: [], phase: Phase.Stable, seed: undefined, gaps, narrowedAt: undefined };
 }
 
 function abandon(d: Draft, p: PendingTable, now: number, reason: "deadline" | "member-lost", gains: Map<string, number[]>, losses: Map<string, number[]>): void {
   d.fx.push({ type: "abandon", generation: p.generation, reason, durationMs: now - p.startedAt });
   // Undo what the members were asked to do; old owners never gave anything up.
+  let gaps = d.s.gaps;
   if (p.phase === PendingPhase.Widening) {
     for (const [member, slots] of [...gains].sort()) d.fx.push({ type: "narrow", member, slots });
   } else {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "widen", member, slots });
+    // Losers that dropped their slots list them again: a gap too, until the
+    // table they step back to (committed below under the next generation).
+    gaps = [...gaps, ...openedGaps(d, losses, d.s.lastGeneration + 1, now)];
   }
+  d.s = { ...d.s, gaps, narrowedAt: undefined };
   // The old table is committed again under a new generation: members step
   // back to it, and the generation they enforce still only grows (a proxy
   // may rely on that to tell new ranges from old). Never an empty table:
@@ -543,6 +572,25 @@ function settleAt(settle: Settle, policy: HandoffPolicy): number {
   const quietEnd = settle.lastJoinAt + (policy.settleQuietMs ?? 0);
   const max = policy.settleMaxMs;
   return max === undefined ? quietEnd : Math.min(quietEnd, settle.firstAt + max);
+}
+
+/** The gaps an exclusive step opened, if a live loser had already dropped its slots. */
+function openedGaps(d: Draft, moved: Map<string, number[]>, generation: number, now: number): Gap[] {
+  const since = d.s.narrowedAt;
+  if (since === undefined) return [];
+  return [...moved].sort().map(([member, slots]) => ({ member, slots, generation, since: Math.min(since, now) }));
+}
+
+/** Closes the gaps whose new owner listed its slots; a gap whose owner stopped serving is a crash's now. */
+function resolveGaps(d: Draft, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
+  if (d.s.gaps.length === 0) return;
+  const left: Gap[] = [];
+  for (const g of d.s.gaps) {
+    if (!isServing(stateOf(g.member))) continue;
+    if (appliedOf(g.member) >= g.generation) d.fx.push({ type: "gap-closed", member: g.member, uncoveredMs: now - g.since });
+    else left.push(g);
+  }
+  d.s = { ...d.s, gaps: left };
 }
 
 function resolveCrashes(d: Draft, now: number, stateOf: (n: string) => MemberState, appliedOf: (n: string) => number): void {
