@@ -11,12 +11,12 @@
  *                                      its target by more than
  *                                      QUICK_TOLERANCE (a known miss: when
  *                                      it gets worse than its ratchet, see
- *                                      KNOWN_MISSES in support/checks.ts)
+ *                                      KNOWN_MISSES in lib/checks.ts)
  *   npm run bench -- p5-scale p6-idle  only those (full: merged into
  *                                      latest.json, report regenerated)
  *   npm run bench -- --list            the benches and what they measure
  *
- * Each bench runs in its own process (bench/support/run-one.ts), so it gets
+ * Each bench runs in its own process (bench/run-one.ts), so it gets
  * a fresh heap, its children die with it, and a crash or hang is reported
  * against that bench alone. `--report` regenerates the report from
  * latest.json without running anything.
@@ -26,10 +26,10 @@ import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { BenchResult } from "./lib.ts";
-import { checksOf, describeTarget, exitCodeOf, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf, type Check } from "./support/checks.ts";
-import { load1, machine, type Machine } from "./support/machine.ts";
-import { writeReport } from "./support/report.ts";
+import type { BenchResult } from "./lib/bench.ts";
+import { checksOf, describeTarget, exitCodeOf, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf, type Check } from "./lib/checks.ts";
+import { load1, machine, type Machine } from "./lib/machine.ts";
+import { writeReport } from "./lib/report.ts";
 
 const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
 const ROOT = join(BENCH_DIR, "..");
@@ -129,7 +129,7 @@ function runOne(spec: BenchSpec, quick: boolean, m: Machine): Promise<BenchRun> 
   const t0 = performance.now();
   const timeoutMs = spec.timeoutS[quick ? 0 : 1] * 1000;
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(BENCH_DIR, "support/run-one.ts"), file, out, ...(quick ? ["--quick"] : [])], { stdio: ["ignore", "inherit", "inherit"], cwd: ROOT });
+    const child = spawn(process.execPath, [join(BENCH_DIR, "run-one.ts"), file, out, ...(quick ? ["--quick"] : [])], { stdio: ["ignore", "inherit", "inherit"], cwd: ROOT });
     let timedOut = false;
     // SIGTERM first: the bench's own process handler stops its children.
     const timer = setTimeout(() => {

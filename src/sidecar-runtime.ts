@@ -15,7 +15,7 @@
  *   memory is freed only when a scavenge finds them. A 1 MB semi-space
  *   scavenges sooner and holds less: −2.5 MB idle, −10 to −20 MB at the peak
  *   of a 100 MB list. It costs CPU on small requests (5–15% more proxy CPU
- *   per GET or small LIST, bench/support/proxy-cost.ts), none measurable on
+ *   per GET or small LIST, bench/tools/proxy-cost.ts), none measurable on
  *   a large list (the scanners allocate little per byte).
  * - `--invocation-count-for-turbofan=30000` (default 3000; Node refuses it
  *   in NODE_OPTIONS, so `shardcar proxy` sets it itself before it loads

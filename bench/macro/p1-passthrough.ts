@@ -7,7 +7,7 @@
  * Three processes besides this one: devapi (`shardcar devapi`), the proxy
  * (`shardcar proxy --shards 0/1`, so it rewrites and scans every sharded
  * LIST but keeps every item), and the load generator
- * (`bench/support/loadgen.ts`). Loopback, plain HTTP on both hops, so the
+ * (`bench/children/loadgen.ts`). Loopback, plain HTTP on both hops, so the
  * figure is the proxy's own cost (TLS would add the same cipher cost per
  * byte on each hop). Every run is bounded: `rate × duration` requests, each
  * with a 10 s timeout.
@@ -29,7 +29,7 @@
  * judges the latency itself. (A regression that adds waiting without CPU,
  * a timer or a buffered write, shows in the full run only.)
  *
- * `SHARDCAR_BENCH_SLOW_REQUEST_US=N` (test-only, bench/support/slow-request.ts)
+ * `SHARDCAR_BENCH_SLOW_REQUEST_US=N` (test-only, bench/children/slow-request.ts)
  * starts the proxy with a hook that spends N µs of CPU on every request, as
  * a slower pass-through path would: it shows the quick judge failing.
  *
@@ -37,10 +37,10 @@
  *   P1_DURATION_MS, P1_ROUNDS, P1_CONNECTIONS override the run length,
  *   rounds and closed-loop connections.
  */
-import type { Bench, BenchResult } from "../lib.ts";
-import type { MaxResult, RateResult } from "../support/loadgen.ts";
-import { ask, CLI, cpuMsOf, forkTs, start, stopAll, type Child } from "../support/proc.ts";
-import { slowRequestArgs } from "../support/slow-request.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import type { MaxResult, RateResult } from "../children/loadgen.ts";
+import { ask, CLI, cpuMsOf, forkTs, start, stopAll, type Child } from "../lib/proc.ts";
+import { slowRequestArgs } from "../children/slow-request.ts";
 
 const KINDS = {
   get: { label: "GET one pod", path: "/api/v1/namespaces/ns-0/pods/pod-00000" },
@@ -81,7 +81,7 @@ export const bench: Bench = async ({ quick }) => {
   const rounds = envInt("P1_ROUNDS", 2);
   const connections = envInt("P1_CONNECTIONS", 32);
   const { devapi, proxy, direct, proxied } = await startStack();
-  const gen = forkTs("loadgen", new URL("../support/loadgen.ts", import.meta.url), []);
+  const gen = forkTs("loadgen", new URL("../children/loadgen.ts", import.meta.url), []);
   try {
     await ask(gen, { type: "" }, "ready", 20_000);
     const results: BenchResult[] = [];

@@ -15,7 +15,7 @@
  * bytes the proxy read from upstream (its own stats), objects in the cache
  * (and whether it holds exactly its shard), controller heap after GC,
  * controller and proxy RSS (at the peak: VmHWM; at rest: the controller after
- * GC), for P5m (bench/support/pod-memory.ts). Each proxy runs with the
+ * GC), for P5m (bench/lib/pod-memory.ts). Each proxy runs with the
  * sidecar's runtime settings (src/sidecar-runtime.ts).
  *
  * Every hop is verified TLS (devapi serves HTTPS with a bench CA; each
@@ -34,17 +34,17 @@
  */
 import { fileURLToPath } from "node:url";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import type { MeasureReply } from "../support/controller-child.ts";
-import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../support/memory.ts";
-import { ask, forkTs, stopAll, until, type Child } from "../support/proc.ts";
-import { NO_MEMORY, podMemory, type PodFigures } from "../support/pod-memory.ts";
-import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
-import type { ChurnReply } from "../support/scale-devapi.ts";
-import { benchTls, type BenchTls } from "../support/tls.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import type { MeasureReply } from "../children/controller-child.ts";
+import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../lib/memory.ts";
+import { ask, forkTs, stopAll, until, type Child } from "../lib/proc.ts";
+import { NO_MEMORY, podMemory, type PodFigures } from "../lib/pod-memory.ts";
+import { proxyStats, startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import type { ChurnReply } from "../children/scale-devapi.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const CONTROLLER = fileURLToPath(new URL("../support/controller-child.ts", import.meta.url));
-const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
+const CONTROLLER = fileURLToPath(new URL("../children/controller-child.ts", import.meta.url));
+const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
 export const MB = 1e6;
 /** design.md P5: at most 10% over an even share. */
 export const SLACK = 1.1;
@@ -244,7 +244,7 @@ export const bench: Bench = async ({ quick }) => {
 };
 
 /**
- * Runs `fn` against a devapi process (bench/support/scale-devapi.ts, `args`
+ * Runs `fn` against a devapi process (bench/children/scale-devapi.ts, `args`
  * besides its TLS) seeded and ready, with the bench CA; stops every child
  * and removes the CA whatever happens.
  */

@@ -45,11 +45,11 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { RING_GROUP, RING_KIND, RING_PLURAL, RING_VERSION } from "../../src/ring/names.ts";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { ANON_TARGETS } from "../support/checks.ts";
-import { procMemory, procPss } from "../support/memory.ts";
-import { CLI, cpuMsOf, freePort, sleep, start, stopAll, waitReady } from "../support/proc.ts";
-import { benchTls, type BenchTls } from "../support/tls.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { ANON_TARGETS } from "../lib/checks.ts";
+import { procMemory, procPss } from "../lib/memory.ts";
+import { CLI, cpuMsOf, freePort, sleep, start, stopAll, waitReady } from "../lib/proc.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const MB = 1024 * 1024;
 const TARGET_RSS_MB = 64;

@@ -12,11 +12,11 @@
  * pods, then WATCHes from the list's resourceVersion while devapi patches
  * pods at a fixed rate; RSS and its anonymous part (RssAnon) are sampled
  * every 50 ms from /proc/<pid>/status, PSS every 250 ms from smaps_rollup
- * (bench/support/memory.ts, MemorySampler), and the peak over list and churn
+ * (bench/lib/memory.ts, MemorySampler), and the peak over list and churn
  * is compared with the same process's idle figure.
  *
  * Targets, for every client and gate: RSS growth ≤ 32 MB (design.md), and
- * anonymous-memory growth ≤ 32 MB (issue 25, bench/support/checks.ts).
+ * anonymous-memory growth ≤ 32 MB (issue 25, bench/lib/checks.ts).
  *
  * Usage: node bench/macro/p6b-load.ts [--quick]
  *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
@@ -24,14 +24,14 @@
  *   settings (src/sidecar-runtime.ts), for a before/after.
  */
 import { fileURLToPath } from "node:url";
-import type { Bench, BenchResult } from "../lib.ts";
-import { ANON_TARGETS } from "../support/checks.ts";
-import { memoryNow, MemorySampler, readBody, toMB, type MemoryFigures } from "../support/memory.ts";
-import { ask, forkTs, sleep, stopAll, type Child } from "../support/proc.ts";
-import { proxyStats, startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
-import { benchTls, type BenchTls } from "../support/tls.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { ANON_TARGETS } from "../lib/checks.ts";
+import { memoryNow, MemorySampler, readBody, toMB, type MemoryFigures } from "../lib/memory.ts";
+import { ask, forkTs, sleep, stopAll, type Child } from "../lib/proc.ts";
+import { proxyStats, startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
+const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
 const TARGET_GROWTH_MB = 32;
 
 type Gate = "on" | "off";

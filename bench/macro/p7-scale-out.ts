@@ -30,12 +30,12 @@ import { parseSlots, type ShardRingStatusJson } from "../../src/ring/table.ts";
 import { formatBound } from "../../src/shard/hash.ts";
 import { HashMatcher, type Range } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { ask, CLI, forkTs, httpGet, start, stopAll, until, type Child } from "../support/proc.ts";
-import { benchTls, type BenchTls } from "../support/tls.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { ask, CLI, forkTs, httpGet, start, stopAll, until, type Child } from "../lib/proc.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const CONTROLLER = fileURLToPath(new URL("../support/controller-child.ts", import.meta.url));
-const DEVAPI = fileURLToPath(new URL("../support/scale-devapi.ts", import.meta.url));
+const CONTROLLER = fileURLToPath(new URL("../children/controller-child.ts", import.meta.url));
+const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
 const NS = "bench";
 const RING = "bench";
 

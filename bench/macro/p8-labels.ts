@@ -19,7 +19,7 @@
  *   P8_PODS, P8_NS ("1,2,4,8"), P8_CHURN override the sizes.
  */
 import { slotLabelKey } from "../../src/shard/slots.ts";
-import type { Bench, BenchResult } from "../lib.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
 import { LABELS_RING, maxOf, MB, mean, r3, runConfig, SLACK, withScaleDevapi, type ReplicaFigures } from "./p5-scale.ts";
 
 const envStr = (name: string): string | undefined => {

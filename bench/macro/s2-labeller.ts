@@ -33,9 +33,9 @@ import { START_RATE } from "../../src/ring/label-rate.ts";
 import { DEFAULT_LABEL_RATE, Labeller, type LabelSlotSource } from "../../src/ring/labeller.ts";
 import type { LabellingPolicy } from "../../src/ring/labelling.ts";
 import { slotLabelKey } from "../../src/shard/slots.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { cpuMsOf, until } from "../support/proc.ts";
-import { seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { cpuMsOf, until } from "../lib/proc.ts";
+import { seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../lib/realapi.ts";
 
 const NS = "s2";
 const SLOTS = 256;

@@ -1,7 +1,7 @@
 /**
  * S3, the write path: what the stamping webhook (`/label-slots`) adds to the
  * latency of a write, through the real apiserver kit's real
- * MutatingAdmissionWebhook plugin (bench/support/write-path-rig.ts), and
+ * MutatingAdmissionWebhook plugin (bench/lib/write-path-rig.ts), and
  * what writes do when the manager is slow.
  *
  * Writes are ConfigMaps of a labels-mode ring keyed by `owner` (a
@@ -9,7 +9,7 @@
  * label on every CREATE, and on every UPDATE the shipped matchConditions
  * send it, here a full `PUT` that drops the label (a controller that
  * rebuilt its object), which the webhook restores. Open loop
- * (bench/support/loadgen.ts: requests leave on schedule whatever the
+ * (bench/children/loadgen.ts: requests leave on schedule whatever the
  * answers do, so a webhook that falls behind shows as queueing) at 50, 200
  * and 1,000 creates/s; each round creates `rate × duration` ConfigMaps, then
  * PUTs each of them at the same rate, then deletes them (not timed).
@@ -21,7 +21,7 @@
  *
  * One and three manager replicas (`shardcar manager` processes) behind a
  * loopback TCP balancer that gives each new connection to the next replica
- * (kube-proxy's connection-level balancing; bench/support/tcp-balancer.ts).
+ * (kube-proxy's connection-level balancing; bench/lib/tcp-balancer.ts).
  *
  * The slow manager: the balancer holds every byte from the managers for 5 s,
  * so the apiserver's call times out after the webhook's `timeoutSeconds`
@@ -40,12 +40,12 @@
  *   S3_RATES ("50,200,1000"), S3_REPLICAS ("1,3"), S3_DURATION_MS (per rate
  *   otherwise), S3_ROUNDS (2) override the sizes.
  */
-import type { Bench, BenchResult } from "../lib.ts";
-import { s3ManagerCpu } from "../support/gates.ts";
-import type { RateResult } from "../support/loadgen.ts";
-import { callRealApi as call } from "../support/realapi.ts";
-import { ask, forkTs, stopAll, type Child } from "../support/proc.ts";
-import { configMapBody, configMapUrl, LABEL, WritePathRig } from "../support/write-path-rig.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { s3ManagerCpu } from "../lib/gates.ts";
+import type { RateResult } from "../children/loadgen.ts";
+import { callRealApi as call } from "../lib/realapi.ts";
+import { ask, forkTs, stopAll, type Child } from "../lib/proc.ts";
+import { configMapBody, configMapUrl, LABEL, WritePathRig } from "../lib/write-path-rig.ts";
 
 const TARGET_RATE = 200;
 const TARGET_ADDED_P99_MS = 5;
@@ -191,7 +191,7 @@ function rateResults(replicas: number, rate: number, rounds: Record<Mode, Round[
   // apiserver's for the same write without the webhook, read from /proc in
   // the same rounds. A webhook that gets costlier (a parse per patch, a
   // ring lookup per review) moves this ratio; the machine's load does not.
-  // The bound: S3_QUICK_CPU_RATIO (support/gates.ts), less 25%.
+  // The bound: S3_QUICK_CPU_RATIO (lib/gates.ts), less 25%.
   out.push(s3ManagerCpu(rate, replicas, cpu("webhook", "managers"), cpu("baseline", "apiserver"), quick && rate === TARGET_RATE));
   return out;
 }
@@ -280,7 +280,7 @@ export const bench: Bench = async ({ quick }) => {
   const rounds = envInt("S3_ROUNDS", 2);
   const warmupMs = quick ? 1000 : 2000;
   const rig = await WritePathRig.start({ replicas: Math.max(...replicaSets), labelRate: LABEL_RATE });
-  const gen = forkTs("loadgen", new URL("../support/loadgen.ts", import.meta.url), []);
+  const gen = forkTs("loadgen", new URL("../children/loadgen.ts", import.meta.url), []);
   try {
     await ask(gen, { type: "" }, "ready", 20_000);
     rig.use(1);

@@ -26,7 +26,7 @@
  * a shared machine falls on every configuration alike, and no proxy has to
  * restart between them. Figures are medians over rounds.
  *
- * The watchers are the smallest client there is (bench/support/watch-clients.ts:
+ * The watchers are the smallest client there is (bench/lib/watch-clients.ts:
  * a protobuf watch that counts frames). With `direct` clients the same
  * watchers talk to the apiserver themselves and send exactly the query a
  * proxy sends (the proxy's own rewriteFor), so that N proxy processes on
@@ -37,7 +37,7 @@
  * the events, or when the server's own count of events sent disagrees.
  * No target (issue 25 asks for the figures); the quick run bounds two
  * ratios so that a regression fails CI (`quickMinRatio`, set in
- * support/gates.ts, enforced by support/checks.ts).
+ * lib/gates.ts, enforced by lib/checks.ts).
  *
  * Usage: node bench/macro/s4-selector-cost.ts [--quick]
  *   S4_NS ("8,32"), S4_CLIENTS ("proxies,direct"), S4_WRITES (per window),
@@ -48,14 +48,14 @@ import { HashMatcher } from "../../src/shard/range.ts";
 import { slotAlignedRanges, slotLabelKey, slotOfValue, slotsOfRanges } from "../../src/shard/slots.ts";
 import { parseShardSpec, staticRanges } from "../../src/shard/spec.ts";
 import { DEFAULT_SLOT_COUNT } from "../../src/shard/table.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { s4Ratios } from "../support/gates.ts";
-import { sleep, stopAll, until } from "../support/proc.ts";
-import { startProxyProc, type ProxyProc } from "../support/proxy-proc.ts";
-import { callRealApi, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../support/realapi.ts";
-import { idleFor, lessIdle, paced, snapshot, spent, watchTotals, type Spent } from "../support/server-cost.ts";
-import { benchTls, type BenchTls } from "../support/tls.ts";
-import { openWatch, type WatchClient } from "../support/watch-clients.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { s4Ratios } from "../lib/gates.ts";
+import { sleep, stopAll, until } from "../lib/proc.ts";
+import { startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { callRealApi, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../lib/realapi.ts";
+import { idleFor, lessIdle, paced, snapshot, spent, watchTotals, type Spent } from "../lib/server-cost.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
+import { openWatch, type WatchClient } from "../lib/watch-clients.ts";
 
 export const S4_RING = "s4";
 const RESOURCE = "configmaps";

@@ -22,9 +22,9 @@ import { HashMatcher } from "../../src/shard/range.ts";
 import { formatSelector, parseSelector } from "../../src/shard/selector.ts";
 import { pumpToNull, sliceChunks } from "../../test/support/measure.ts";
 import { syntheticPodList } from "../../test/support/synthetic-pods.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { compare, spread } from "../support/compare.ts";
-import { candidateMatcher } from "../support/handicap.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { compare, spread } from "../lib/compare.ts";
+import { candidateMatcher } from "../lib/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const SENT = formatSelector(LOW);

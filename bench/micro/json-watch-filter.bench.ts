@@ -8,7 +8,7 @@
  *
  * Input: realistic compact pod events from test/support/synthetic-pods, fed in
  * 64 KiB chunks; output to a null sink. Throughput is per second of CPU time,
- * candidate and baseline in alternating rounds (bench/support/compare.ts).
+ * candidate and baseline in alternating rounds (bench/lib/compare.ts).
  *
  * Usage: node bench/micro/json-watch-filter.bench.ts [--quick]
  */
@@ -19,9 +19,9 @@ import { HashMatcher } from "../../src/shard/range.ts";
 import { parseSelector } from "../../src/shard/selector.ts";
 import { pumpToNull, sliceChunks } from "../../test/support/measure.ts";
 import { syntheticWatchStream } from "../../test/support/synthetic-pods.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { compare, spread } from "../support/compare.ts";
-import { candidateMatcher } from "../support/handicap.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { compare, spread } from "../lib/compare.ts";
+import { candidateMatcher } from "../lib/handicap.ts";
 
 // ndjson ships no types; these are the two entry points the baseline uses.
 const load = createRequire(import.meta.url);

@@ -8,7 +8,7 @@
  * Input: realistic pods (2-6 KB) encoded with protobufjs from the upstream
  * .proto, fed in 64 KiB chunks as a socket would deliver them; output goes
  * to a null sink. CPU time, candidate and baseline in alternating rounds
- * (bench/support/compare.ts).
+ * (bench/lib/compare.ts).
  *
  * Usage: node bench/micro/proto-list-filter.bench.ts [--quick]
  */
@@ -19,9 +19,9 @@ import { formatSelector, parseSelector } from "../../src/shard/selector.ts";
 import { decodeEnvelope, encodeEnvelope, loadK8sProto } from "../../test/support/proto/k8s.ts";
 import { podListBody } from "../../test/support/proto/pods.ts";
 import { chunksOf, runToNull } from "../../test/support/proto/run.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { compare, spread } from "../support/compare.ts";
-import { candidateMatcher } from "../support/handicap.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { compare, spread } from "../lib/compare.ts";
+import { candidateMatcher } from "../lib/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const SENT = formatSelector(LOW);

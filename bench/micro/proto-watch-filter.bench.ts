@@ -7,7 +7,7 @@
  * Baseline: what a proxy without a wire scanner would do per frame: split
  * the frames, decode WatchEvent, the envelope and the Pod with protobufjs,
  * test the uid, and encode the passing ones back. CPU time, candidate and
- * baseline in alternating rounds (bench/support/compare.ts).
+ * baseline in alternating rounds (bench/lib/compare.ts).
  *
  * Usage: node bench/micro/proto-watch-filter.bench.ts [--quick]
  */
@@ -17,9 +17,9 @@ import { parseSelector } from "../../src/shard/selector.ts";
 import { decodeEnvelope, encodeEnvelope, frame, loadK8sProto, splitFrames } from "../../test/support/proto/k8s.ts";
 import { podWatchFrames } from "../../test/support/proto/pods.ts";
 import { chunksOf, runToNull } from "../../test/support/proto/run.ts";
-import type { Bench, BenchResult } from "../lib.ts";
-import { compare, spread } from "../support/compare.ts";
-import { candidateMatcher } from "../support/handicap.ts";
+import type { Bench, BenchResult } from "../lib/bench.ts";
+import { compare, spread } from "../lib/compare.ts";
+import { candidateMatcher } from "../lib/handicap.ts";
 
 const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
 const CHUNK = 64 * 1024;

@@ -1,12 +1,12 @@
 /**
- * bench/support/checks.ts: how a figure meets its target, what the quick
+ * bench/lib/checks.ts: how a figure meets its target, what the quick
  * (CI) run's tolerance and ratchets loosen, and what they must not.
  */
 import t from "tap";
-import type { BenchResult } from "../../bench/lib.ts";
-import { checksOf, exitCodeOf, KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/support/checks.ts";
-import type { MemoryFigures } from "../../bench/support/memory.ts";
-import { breakEven, podMemory } from "../../bench/support/pod-memory.ts";
+import type { BenchResult } from "../../bench/lib/bench.ts";
+import { checksOf, exitCodeOf, KNOWN_MISSES, QUICK_INFORMATIONAL, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "../../bench/lib/checks.ts";
+import type { MemoryFigures } from "../../bench/lib/memory.ts";
+import { breakEven, podMemory } from "../../bench/lib/pod-memory.ts";
 import { full, quick, result } from "./results.ts";
 
 const MB = 1e6;

@@ -1,10 +1,10 @@
 /**
- * bench/support/fit.ts, and the 1/N fit of report.ts: the lines P5 and
+ * bench/lib/fit.ts, and the 1/N fit of report.ts: the lines P5 and
  * P5m's break-even are read from.
  */
 import t from "tap";
-import { fitLine } from "../../bench/support/fit.ts";
-import { fitInverse } from "../../bench/support/report.ts";
+import { fitLine } from "../../bench/lib/fit.ts";
+import { fitInverse } from "../../bench/lib/report.ts";
 
 t.test("fitLine recovers the line through points that lie on it", async (t) => {
   const f = fitLine([

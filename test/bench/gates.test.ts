@@ -1,12 +1,12 @@
 /**
- * S1's, S3's and S4's own quick gates (bench/support/gates.ts), read the
+ * S1's, S3's and S4's own quick gates (bench/lib/gates.ts), read the
  * way `npm run bench -- --quick` reads them: each fails on the regression
  * its comment says it catches, and passes the figures of a good build.
  */
 import t from "tap";
-import type { BenchResult } from "../../bench/lib.ts";
-import { QUICK_TOLERANCE } from "../../bench/support/checks.ts";
-import { s1ListAgreement, s3ManagerCpu, S3_QUICK_CPU_RATIO, s4Ratios, type S4Figures } from "../../bench/support/gates.ts";
+import type { BenchResult } from "../../bench/lib/bench.ts";
+import { QUICK_TOLERANCE } from "../../bench/lib/checks.ts";
+import { s1ListAgreement, s3ManagerCpu, S3_QUICK_CPU_RATIO, s4Ratios, type S4Figures } from "../../bench/lib/gates.ts";
 import { full, quick } from "./results.ts";
 
 const step = "16 members, 20000 pods, scale 16 → 17";

@@ -1,13 +1,13 @@
 /**
- * P5m's break-even size (bench/support/pod-memory.ts, breakEven): the
+ * P5m's break-even size (bench/lib/pod-memory.ts, breakEven): the
  * full run judges where the line through the curve crosses pod =
  * unsharded; the quick run judges the controller's floor + 2 × the
  * sidecar's peak, since its small curve's line swings run to run.
  */
 import t from "tap";
-import type { MemoryFigures } from "../../bench/support/memory.ts";
-import { breakEven } from "../../bench/support/pod-memory.ts";
-import type { BenchResult } from "../../bench/lib.ts";
+import type { MemoryFigures } from "../../bench/lib/memory.ts";
+import { breakEven } from "../../bench/lib/pod-memory.ts";
+import type { BenchResult } from "../../bench/lib/bench.ts";
 import { full, quick } from "./results.ts";
 
 const MB = 1e6;

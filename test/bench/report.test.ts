@@ -1,10 +1,10 @@
 /**
  * The status docs/performance.md gives a row and a target
- * (bench/support/report.ts): met only when every check passed.
+ * (bench/lib/report.ts): met only when every check passed.
  */
 import t from "tap";
-import type { Check } from "../../bench/support/checks.ts";
-import { status, summaryStatus } from "../../bench/support/report.ts";
+import type { Check } from "../../bench/lib/checks.ts";
+import { status, summaryStatus } from "../../bench/lib/report.ts";
 
 const check = (pass: boolean, name = "figure"): Check => ({ id: "S1", name, kind: "max", target: 4, bound: 4, measured: pass ? 4 : 5, unit: "lists", pass });
 

@@ -2,8 +2,8 @@
  * Bench results as the benches write them, for the judges' tests, and the
  * verdict a quick (CI) or full run gives a result.
  */
-import type { BenchResult } from "../../bench/lib.ts";
-import { checksOf, quickChecksOf, type Check } from "../../bench/support/checks.ts";
+import type { BenchResult } from "../../bench/lib/bench.ts";
+import { checksOf, quickChecksOf, type Check } from "../../bench/lib/checks.ts";
 
 /** A result with a candidate of `value` and `ratio`; the rest from `over`. */
 export function result(over: Partial<BenchResult> & Pick<BenchResult, "id" | "name">, value = 1, unit = "ms"): BenchResult {

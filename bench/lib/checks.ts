@@ -17,7 +17,7 @@
  * its own room for noise) and that the full run leaves out, for a figure
  * with no target of its own (S4).
  */
-import type { BenchResult } from "../lib.ts";
+import type { BenchResult } from "./bench.ts";
 
 /**
  * The quick (CI) mode's tolerance: 25%. Quick inputs are a tenth of the full
@@ -95,7 +95,7 @@ export interface Check {
 export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: RegExp; readonly kind: Check["kind"]; readonly ratchet: number; readonly reason: string }> = [
   {
     id: "P5m",
-    // The RSS row only (bench/support/pod-memory.ts names it): the
+    // The RSS row only (bench/lib/pod-memory.ts names it): the
     // anonymous-memory row of the same N has a target of its own
     // (ANON_TARGETS), which this ratchet must not switch off.
     name: /^pod memory at the peak \(controller \+ proxy RSS\), client-go, gate (on|off), N=2$/,

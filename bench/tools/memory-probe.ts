@@ -10,7 +10,7 @@
  *   churn     a watch through the proxy while devapi patches pods for
  *             --churn-s seconds
  *
- *   node bench/support/memory-probe.ts [--pods 24000] [--shards 0/4]
+ *   node bench/tools/memory-probe.ts [--pods 24000] [--shards 0/4]
  *       [--gate off] [--rate 2000000] [--churn-s 60] [--churn-rate 200]
  *       [--node-flags "--max-semi-space-size=1"] [--env K=V,...] [--sidecar-env]
  *       [--snapshot DIR]   heap snapshots (SIGUSR2) at idle, mid-list, after
@@ -27,12 +27,12 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
-import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMB, type MemoryFigures } from "./memory.ts";
-import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "./proc.ts";
-import { startProxyProc, type ProxyProc } from "./proxy-proc.ts";
-import { benchTls, type BenchTls } from "./tls.ts";
+import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMB, type MemoryFigures } from "../lib/memory.ts";
+import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "../lib/proc.ts";
+import { startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const DEVAPI = fileURLToPath(new URL("./scale-devapi.ts", import.meta.url));
+const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
 
 interface Phase {
   readonly phase: string;

@@ -15,7 +15,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
-import { BenchSkipped } from "../lib.ts";
+import { BenchSkipped } from "./bench.ts";
 
 const run = promisify(execFile);
 const KIT = fileURLToPath(new URL("../../../shared/realapi/", import.meta.url));

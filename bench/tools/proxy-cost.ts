@@ -8,17 +8,17 @@
  * processes share the machine. Builds alternate, rounds repeat, the
  * minimum per build is kept.
  *
- *   node bench/support/proxy-cost.ts [--rounds 5] [--rate 500] [--seconds 4]
+ *   node bench/tools/proxy-cost.ts [--rounds 5] [--rate 500] [--seconds 4]
  *       [before=/path/to/dist/cli/bin.js] [after=/other/dist/cli/bin.js] [bare] ...
  *       ["flagged=dist/cli/bin.js|--max-semi-space-size=1 ..."]   (Node flags after |)
  *
  * Without builds it measures this checkout's dist/ alone; `bare` adds the
- * floor, ./bare-forwarder.ts (Node's HTTP stack and nothing else). Linux only.
+ * floor, ../children/bare-forwarder.ts (Node's HTTP stack and nothing else). Linux only.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import type { RateResult } from "./loadgen.ts";
-import { ask, CLI, forkTs, start, stopAll } from "./proc.ts";
+import type { RateResult } from "../children/loadgen.ts";
+import { ask, CLI, forkTs, start, stopAll } from "../lib/proc.ts";
 
 const PATHS = { get: "/api/v1/namespaces/ns-0/pods/pod-00000", list: "/api/v1/namespaces/ns-0/pods" } as const;
 
@@ -38,14 +38,14 @@ if (import.meta.main) {
     const bar = cli.indexOf("|");
     return bar < 0 ? [cli, []] : [cli.slice(0, bar), cli.slice(bar + 1).split(" ").filter((f) => f !== "")];
   };
-  const bare = new URL("./bare-forwarder.ts", import.meta.url).pathname;
+  const bare = new URL("../children/bare-forwarder.ts", import.meta.url).pathname;
   const rounds = Number(values.rounds ?? "5");
   const rate = Number(values.rate ?? "500");
   const durationMs = Number(values.seconds ?? "4") * 1000;
   try {
     const devapi = start("devapi", process.execPath, [CLI, "devapi", "--port", "0", "--gate", "on", "--seed-pods", "60", "--namespaces", "6", "--log-level", "warn"]);
     const upstream = (await devapi.waitLine(/^(http:\/\/\S+)$/, 20_000))[1] ?? "";
-    const gen = forkTs("loadgen", new URL("./loadgen.ts", import.meta.url), []);
+    const gen = forkTs("loadgen", new URL("../children/loadgen.ts", import.meta.url), []);
     await ask(gen, { type: "" }, "ready", 20_000);
     const proxies = await Promise.all(
       builds.map(async ([name, cli]) => {

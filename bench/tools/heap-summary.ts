@@ -6,7 +6,7 @@
  * "what does an idle sidecar hold" and "what holds the buffers mid-list"
  * can be answered from a terminal.
  *
- *   node bench/support/heap-summary.ts FILE.heapsnapshot [--top 25] [--diff OTHER.heapsnapshot]
+ *   node bench/tools/heap-summary.ts FILE.heapsnapshot [--top 25] [--diff OTHER.heapsnapshot]
  *
  * With --diff, rows are FILE minus OTHER (what grew).
  */

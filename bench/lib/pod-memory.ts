@@ -18,7 +18,7 @@
  *   binaries run on the machine at the moment (in P5m, every proxy of the
  *   run shares one node binary), so it is reported, not judged.
  */
-import type { BenchResult } from "../lib.ts";
+import type { BenchResult } from "./bench.ts";
 import { ANON_TARGETS } from "./checks.ts";
 import { fitLine } from "./fit.ts";
 import type { MemoryFigures } from "./memory.ts";
@@ -32,7 +32,7 @@ const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 export const NO_MEMORY: MemoryFigures = { rss: 0, anon: 0, pss: 0 };
 
 export interface PodFigures {
-  /** The controller's peaks: `rss` is VmHWM (the kernel's peak); `anon` and `pss` are sampled (bench/support/memory.ts, MemorySampler). */
+  /** The controller's peaks: `rss` is VmHWM (the kernel's peak); `anon` and `pss` are sampled (bench/lib/memory.ts, MemorySampler). */
   readonly controllerPeak: MemoryFigures;
   /** The proxy's peaks, the same way ({@link NO_MEMORY} without one). */
   readonly proxyPeak: MemoryFigures;

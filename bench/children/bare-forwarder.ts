@@ -5,7 +5,7 @@
  * metrics. Run as its own process next to `shardcar proxy`, it separates
  * what Node's HTTP stack costs per extra hop from what shardcar adds.
  *
- *   node bench/support/bare-forwarder.ts <upstream-url>
+ *   node bench/children/bare-forwarder.ts <upstream-url>
  * Prints `listening on http://127.0.0.1:PORT`.
  */
 import { Agent, createServer, request } from "node:http";

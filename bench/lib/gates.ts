@@ -4,7 +4,7 @@
  * so test/bench/gates.test.ts can feed them figures, good and regressed, and
  * read the verdict that ./checks.ts gives.
  */
-import type { BenchResult } from "../lib.ts";
+import type { BenchResult } from "./bench.ts";
 
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 

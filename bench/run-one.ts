@@ -1,6 +1,6 @@
 /**
  * Runs one benchmark module in this (child) process and writes its results
- * as JSON to a file: `node bench/support/run-one.ts <module> <out.json> [--quick]`.
+ * as JSON to a file: `node bench/run-one.ts <module> <out.json> [--quick]`.
  *
  * bench/run.ts starts one of these per benchmark, so that every bench gets
  * a fresh heap and event loop, its own children are stopped with it, and a
@@ -9,12 +9,12 @@
  */
 import { writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { BenchSkipped, type Bench } from "../lib.ts";
-import { stopAll } from "./proc.ts";
+import { BenchSkipped, type Bench } from "./lib/bench.ts";
+import { stopAll } from "./lib/proc.ts";
 
 const [modulePath, outFile] = process.argv.slice(2);
 if (modulePath === undefined || outFile === undefined) {
-  process.stderr.write("usage: node bench/support/run-one.ts <module> <out.json> [--quick]\n");
+  process.stderr.write("usage: node bench/run-one.ts <module> <out.json> [--quick]\n");
   process.exit(2);
 }
 const quick = process.argv.includes("--quick");

@@ -1,13 +1,13 @@
 /**
  * Profiles a real `shardcar manager` while the apiserver kit's admission
- * plugin calls its stamping webhook: S3's rig (bench/support/write-path-rig.ts)
+ * plugin calls its stamping webhook: S3's rig (bench/lib/write-path-rig.ts)
  * with one manager under `--cpu-prof`, `--seconds` of ConfigMap CREATEs at
- * `--rate` (open loop, bench/support/loadgen.ts), then the manager is stopped
+ * `--rate` (open loop, bench/children/loadgen.ts), then the manager is stopped
  * so that V8 writes the profile, and the functions with the most self and
- * inclusive time are printed (as bench/support/profile-proxy.ts does for the
+ * inclusive time are printed (as bench/tools/profile-proxy.ts does for the
  * proxy). Also prints the CPU each process spent per write, from /proc.
  *
- *   node bench/support/profile-webhook.ts [--rate 200] [--seconds 10]
+ *   node bench/tools/profile-webhook.ts [--rate 200] [--seconds 10]
  *       [--top 30] [--keep DIR] [--no-webhook]
  *
  * `--no-webhook` runs the same writes without the webhook configuration: what
@@ -17,10 +17,10 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { RateResult } from "./loadgen.ts";
-import { ask, forkTs, stopAll } from "./proc.ts";
+import type { RateResult } from "../children/loadgen.ts";
+import { ask, forkTs, stopAll } from "../lib/proc.ts";
 import { summarize } from "./profile-proxy.ts";
-import { configMapBody, configMapUrl, WritePathRig } from "./write-path-rig.ts";
+import { configMapBody, configMapUrl, WritePathRig } from "../lib/write-path-rig.ts";
 
 if (import.meta.main) {
   const { values } = parseArgs({ options: { rate: { type: "string" }, seconds: { type: "string" }, top: { type: "string" }, keep: { type: "string" }, "no-webhook": { type: "boolean" } } });
@@ -29,7 +29,7 @@ if (import.meta.main) {
   const top = Number(values.top ?? "30");
   const dir = values.keep ?? mkdtempSync(join(tmpdir(), "shardcar-prof-webhook-"));
   const rig = await WritePathRig.start({ replicas: 1, labelRate: 1, managerNodeArgs: ["--cpu-prof", "--cpu-prof-dir", dir] });
-  const gen = forkTs("loadgen", new URL("./loadgen.ts", import.meta.url), []);
+  const gen = forkTs("loadgen", new URL("../children/loadgen.ts", import.meta.url), []);
   try {
     await ask(gen, { type: "" }, "ready", 20_000);
     rig.use(1);

@@ -6,7 +6,7 @@
  * inclusive time (by URL and line), so a change to the hot path can be
  * judged before and after from one command.
  *
- *   node bench/support/profile-proxy.ts [--path /api/v1/namespaces/ns-0/pods]
+ *   node bench/tools/profile-proxy.ts [--path /api/v1/namespaces/ns-0/pods]
  *       [--seconds 5] [--connections 32] [--top 30] [--keep DIR]
  *
  * The .cpuprofile is kept in --keep (default: a temp dir, printed) for
@@ -16,8 +16,8 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { MaxResult } from "./loadgen.ts";
-import { ask, CLI, forkTs, start, stopAll } from "./proc.ts";
+import type { MaxResult } from "../children/loadgen.ts";
+import { ask, CLI, forkTs, start, stopAll } from "../lib/proc.ts";
 
 interface ProfileNode {
   id: number;
@@ -78,7 +78,7 @@ if (import.meta.main) {
     const direct = (await devapi.waitLine(/^(http:\/\/\S+)$/, 20_000))[1] ?? "";
     const proxy = start("proxy", process.execPath, ["--cpu-prof", "--cpu-prof-dir", dir, CLI, "proxy", "--server", direct, "--resources", "pods", "--shards", "0/1", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--log-level", "warn"]);
     const proxied = (await proxy.waitLine(/listening on (http:\/\/\S+)/, 20_000))[1] ?? "";
-    const gen = forkTs("loadgen", new URL("./loadgen.ts", import.meta.url), []);
+    const gen = forkTs("loadgen", new URL("../children/loadgen.ts", import.meta.url), []);
     await ask(gen, { type: "" }, "ready", 20_000);
     const r = await ask<MaxResult>(gen, { type: "max", url: proxied + path, connections: Number(values.connections ?? "32"), durationMs: seconds * 1000 }, "result", seconds * 1000 + 30_000);
     gen.proc.send({ type: "exit" });
