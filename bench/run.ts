@@ -27,9 +27,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BenchResult } from "./lib/bench.ts";
-import { checksOf, describeTarget, exitCodeOf, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf, type Check } from "./lib/checks.ts";
+import { checksOf, describeTarget, exitCodeOf, fmtNum, QUICK_LATENCY_TOLERANCE, QUICK_TOLERANCE, quickChecksOf } from "./lib/checks.ts";
 import { load1, machine, type Machine } from "./lib/machine.ts";
 import { writeReport } from "./lib/report.ts";
+import type { BenchRun, ResultsFile } from "./lib/results.ts";
 
 const BENCH_DIR = fileURLToPath(new URL(".", import.meta.url));
 const ROOT = join(BENCH_DIR, "..");
@@ -65,31 +66,6 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "s1-ring-scale", file: "macro/s1-ring-scale.ts", kind: "macro", covers: ["S1"], summary: "64 ring members (proxy processes) over 200,000 pods under the real coordinator: start, scale 64 → 65, a leave, a crash; time to exact coverage, LISTs per step, relist budget, coordinator CPU/RSS, ShardRing size", timeoutS: [300, 3600] },
   { name: "s4-selector-cost", file: "macro/s4-selector-cost.ts", kind: "macro", covers: ["S4"], summary: "the real apiserver kit's CPU per watch event with N watchers in labels mode (`in (slots)`), shardselector mode and unfiltered, N = 8 and 32", timeoutS: [240, 3600] },
 ];
-
-export type RunStatus = "ok" | "failed" | "missing";
-
-export interface BenchRun {
-  readonly name: string;
-  readonly file: string;
-  readonly covers: readonly string[];
-  readonly status: RunStatus;
-  readonly error?: string;
-  readonly date: string;
-  readonly seconds: number;
-  readonly quick: boolean;
-  readonly load1Before: number;
-  readonly load1After: number;
-  readonly machine: Machine;
-  readonly results: readonly BenchResult[];
-  readonly checks: readonly Check[];
-}
-
-export interface ResultsFile {
-  readonly generated: string;
-  readonly quick: boolean;
-  readonly tolerance: number;
-  readonly runs: readonly BenchRun[];
-}
 
 const USAGE = `Usage: npm run bench -- [--quick] [--list] [--report] [name ...]
 

@@ -7,7 +7,7 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { BenchResult } from "./bench.ts";
-import type { BenchRun, ResultsFile } from "../run.ts";
+import type { BenchRun, ResultsFile } from "./results.ts";
 import { describeTarget, fmtNum, type Check } from "./checks.ts";
 import { fitLine } from "./fit.ts";
 import { NOTES } from "./notes.ts";
