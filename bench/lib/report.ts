@@ -2,7 +2,8 @@
  * docs/performance.md and docs/perf/*.svg, regenerated from the results
  * file after every full run. Everything in the report comes from the
  * results, except the analysis paragraphs (causes of misses, plans, the
- * profiling log), which live in ./notes.ts next to the code that measures.
+ * profiling log), which live in bench/notes/*.md (read by ./notes.ts) next
+ * to the code that measures.
  */
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
