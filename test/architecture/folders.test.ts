@@ -1,13 +1,17 @@
 /**
- * The layout is the architecture: a folder of src/ may import only the
- * folders written down below it here, and no folder (nor file) imports one
- * that imports it back, directly or through others. A new import between
- * folders therefore needs a line in MAY_IMPORT, and that list must itself
- * stay acyclic, so it cannot be widened into a cycle either.
+ * The layout is the architecture: a folder of src/ (or of bench/) may
+ * import only the folders written down below it here, and no folder (nor
+ * file) imports one that imports it back, directly or through others. A new
+ * import between folders therefore needs a line in MAY_IMPORT (or
+ * BENCH_MAY_IMPORT), and that list must itself stay acyclic, so it cannot
+ * be widened into a cycle either. bench/ may import src/; src/ never
+ * imports bench/.
  *
  * Imports are read with TypeScript's own pre-processor (comments and
  * strings are not mistaken for imports; `import type`, `export … from` and
- * `import()` all count: a type is a dependency of the layout too).
+ * `import()` all count: a type is a dependency of the layout too). In
+ * bench/, a module a bench forks by its path (`new URL("../children/x.ts",
+ * import.meta.url)`) counts as well: the bench needs it as much as an import.
  */
 import t from "tap";
 import { readdirSync, readFileSync } from "node:fs";
@@ -15,7 +19,9 @@ import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
-const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const SRC = join(ROOT, "src");
+const BENCH = join(ROOT, "bench");
 
 /**
  * What each top-level folder (or top-level file) of src/ may import, from
@@ -50,6 +56,28 @@ const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   "map-entry.ts": [],
 };
 
+/**
+ * What each top-level folder (or file) of bench/ may import, and what it
+ * may import outside bench/: `src`, the code measured, and `test/support`,
+ * the test suite's fixtures (synthetic pods, protobuf helpers, the client-go
+ * controller). lib/ is the library (measurement, judges, report);
+ * children/ the processes a bench or tool forks; tools/ what a person runs
+ * by hand. The runner starts run-one.ts, and run-one.ts a bench, by path,
+ * not by import.
+ */
+const BENCH_MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+  "run.ts": ["lib"],
+  "run-one.ts": ["lib"],
+  macro: ["lib", "children", "src", "test/support"],
+  micro: ["lib", "src", "test/support"],
+  tools: ["lib", "children", "src"],
+  // A forked process runs the code measured and nothing of the bench's own.
+  children: ["src"],
+  lib: ["src"],
+  src: [],
+  "test/support": [],
+};
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = join(dir, e.name);
@@ -58,13 +86,22 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** Every relative import of every file, as paths relative to src/. */
-function fileImports(): Map<string, Set<string>> {
+/** A module forked by its path: `new URL("../children/x.ts", import.meta.url)`. */
+const FORKED = /new URL\(\s*["'](\.{1,2}\/[^"']+\.ts)["']\s*,\s*import\.meta\.url\s*\)/g;
+
+/**
+ * Every relative import of every file under `dir`, as paths relative to
+ * `dir` (`../src/…` for one outside it); with `forked`, the modules its
+ * files fork by path too.
+ */
+function fileImports(dir: string, forked = false): Map<string, Set<string>> {
   const graph = new Map<string, Set<string>>();
-  for (const file of sourceFiles(SRC)) {
-    const info = ts.preProcessFile(readFileSync(file, "utf8"), true, true);
+  for (const file of sourceFiles(dir)) {
+    const text = readFileSync(file, "utf8");
+    const info = ts.preProcessFile(text, true, true);
     const targets = info.importedFiles.map((f) => f.fileName).filter((n) => n.startsWith("."));
-    graph.set(relative(SRC, file), new Set(targets.map((n) => relative(SRC, resolve(dirname(file), n)))));
+    if (forked) targets.push(...[...text.matchAll(FORKED)].map((m) => m[1] ?? ""));
+    graph.set(relative(dir, file), new Set(targets.map((n) => relative(dir, resolve(dirname(file), n)))));
   }
   return graph;
 }
@@ -74,14 +111,21 @@ function unitOf(path: string): string {
   return path.split(sep)[0] ?? path;
 }
 
+/** As {@link unitOf} inside bench/; outside it, `src`, `test/support`, or the top-level folder of the repository it is in. */
+function benchUnitOf(path: string): string {
+  if (!path.startsWith(`..${sep}`)) return unitOf(path);
+  const [top, next] = relative(ROOT, resolve(BENCH, path)).split(sep);
+  return top === "test" && next === "support" ? "test/support" : (top ?? path);
+}
+
 type Edges = Map<string, Map<string, string[]>>;
 
 /** Imports between units, each with the file imports that make it. */
-function unitEdges(files: Map<string, Set<string>>): Edges {
+function unitEdges(files: Map<string, Set<string>>, unit: (path: string) => string = unitOf): Edges {
   const edges: Edges = new Map();
   for (const [from, targets] of files) {
     for (const to of targets) {
-      const [a, b] = [unitOf(from), unitOf(to)];
+      const [a, b] = [unit(from), unit(to)];
       if (a === b) continue;
       const byTarget = edges.get(a) ?? new Map<string, string[]>();
       edges.set(a, byTarget);
@@ -124,8 +168,10 @@ function cycles(graph: ReadonlyMap<string, Iterable<string>>): string[][] {
   return found;
 }
 
-const files = fileImports();
+const files = fileImports(SRC);
 const edges = unitEdges(files);
+const benchFiles = fileImports(BENCH, true);
+const benchEdges = unitEdges(benchFiles, benchUnitOf);
 
 t.test("no folder of src/ imports one that imports it back, directly or through others", async (t) => {
   const graph = new Map([...edges].map(([a, to]) => [a, to.keys()]));
@@ -158,4 +204,43 @@ t.test("the cycle finder can fail: it finds a direct and a transitive cycle, and
   t.same(cycles(new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]])), [["a", "b", "c"]]);
   t.same(cycles(new Map([["a", ["b"]], ["b", ["c"]], ["c", []]])), []);
   t.ok(edges.get("proxy")?.has("shard"), "the reader sees the proxy's imports of the core (it reads imports at all)");
+});
+
+t.test("no folder of bench/ imports one that imports it back, directly or through others", async (t) => {
+  const graph = new Map([...benchEdges].map(([a, to]) => [a, to.keys()]));
+  const found = cycles(graph).map((cycle) => ({ cycle, ties: cycle.flatMap((a) => cycle.flatMap((b) => benchEdges.get(a)?.get(b) ?? [])) }));
+  t.same(found, []);
+});
+
+t.test("no file of bench/ imports one that imports it back", async (t) => {
+  t.same(cycles(benchFiles), []);
+});
+
+t.test("every import of bench/, between its folders and out of it, goes in a direction written down in BENCH_MAY_IMPORT", async (t) => {
+  for (const unit of new Set([...benchFiles.keys()].map(benchUnitOf))) {
+    t.ok(unit in BENCH_MAY_IMPORT, `bench/${unit} has a place in BENCH_MAY_IMPORT`);
+  }
+  for (const [from, byTarget] of benchEdges) {
+    for (const [to, ties] of byTarget) {
+      t.ok(BENCH_MAY_IMPORT[from]?.includes(to), `bench/${from} may import ${to}`, { ties });
+    }
+  }
+  t.same(cycles(new Map(Object.entries(BENCH_MAY_IMPORT))), [], "the allowed directions form no cycle");
+});
+
+t.test("src/ never imports bench/, nor does test/support/, which bench/ imports", async (t) => {
+  for (const dir of [SRC, join(ROOT, "test", "support")]) {
+    const into = [...fileImports(dir)].flatMap(([from, targets]) => [...targets].filter((to) => resolve(dir, to).startsWith(BENCH + sep)).map((to) => `${from} -> ${to}`));
+    t.same(into, [], relative(ROOT, dir));
+  }
+});
+
+t.test("the bench reader sees imports, imports out of bench/ and modules forked by path", async (t) => {
+  t.ok(benchEdges.get("macro")?.has("lib"), "a bench's import of the library");
+  t.ok(benchEdges.get("micro")?.has("src"), "a micro bench's import of the code it measures");
+  t.ok(benchEdges.get("micro")?.has("test/support"), "a micro bench's import of the test fixtures");
+  t.ok(
+    benchEdges.get("tools")?.get("children")?.includes(`tools${sep}proxy-cost.ts -> children${sep}bare-forwarder.ts`),
+    "a tool's fork of a child by path, which no import names",
+  );
 });
