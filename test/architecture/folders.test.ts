@@ -173,59 +173,47 @@ const edges = unitEdges(files);
 const benchFiles = fileImports(BENCH, true);
 const benchEdges = unitEdges(benchFiles, benchUnitOf);
 
-t.test("no folder of src/ imports one that imports it back, directly or through others", async (t) => {
-  const graph = new Map([...edges].map(([a, to]) => [a, to.keys()]));
-  // Each cycle is shown with the file imports that tie it, to say what to move.
-  const found = cycles(graph).map((cycle) => ({ cycle, ties: cycle.flatMap((a) => cycle.flatMap((b) => edges.get(a)?.get(b) ?? [])) }));
-  t.same(found, []);
-});
+/**
+ * The layering tests of one tree: `files` its file imports, `edges` the
+ * imports between its units, `unit` the unit of a path, `allowed` the
+ * directions written down (named `listName`).
+ */
+function layering(tree: string, files: Map<string, Set<string>>, edges: Edges, unit: (path: string) => string, allowed: Readonly<Record<string, readonly string[]>>, listName: string): void {
+  t.test(`no folder of ${tree}/ imports one that imports it back, directly or through others`, async (t) => {
+    const graph = new Map([...edges].map(([a, to]) => [a, to.keys()]));
+    // Each cycle is shown with the file imports that tie it, to say what to move.
+    const found = cycles(graph).map((cycle) => ({ cycle, ties: cycle.flatMap((a) => cycle.flatMap((b) => edges.get(a)?.get(b) ?? [])) }));
+    t.same(found, []);
+  });
 
-t.test("no file of src/ imports one that imports it back", async (t) => {
-  t.same(cycles(files), []);
-});
+  t.test(`no file of ${tree}/ imports one that imports it back`, async (t) => {
+    t.same(cycles(files), []);
+  });
 
-t.test("every import between folders goes in a direction written down in MAY_IMPORT", async (t) => {
-  for (const unit of new Set([...files.keys()].map(unitOf))) {
-    t.ok(unit in MAY_IMPORT, `src/${unit} has a place in MAY_IMPORT`);
-  }
-  for (const [from, byTarget] of edges) {
-    for (const [to, ties] of byTarget) {
-      t.ok(MAY_IMPORT[from]?.includes(to), `${from} may import ${to}`, { ties });
+  t.test(`every import of ${tree}/ between folders (or out of it) goes in a direction written down in ${listName}`, async (t) => {
+    for (const u of new Set([...files.keys()].map(unit))) {
+      t.ok(u in allowed, `${tree}/${u} has a place in ${listName}`);
     }
-  }
-});
+    for (const [from, byTarget] of edges) {
+      for (const [to, ties] of byTarget) {
+        t.ok(allowed[from]?.includes(to), `${from} may import ${to}`, { ties });
+      }
+    }
+  });
 
-t.test("the allowed directions themselves form no cycle, so they name a layering", async (t) => {
-  t.same(cycles(new Map(Object.entries(MAY_IMPORT))), []);
-});
+  t.test(`the allowed directions of ${tree}/ themselves form no cycle, so they name a layering`, async (t) => {
+    t.same(cycles(new Map(Object.entries(allowed))), []);
+  });
+}
+
+layering("src", files, edges, unitOf, MAY_IMPORT, "MAY_IMPORT");
+layering("bench", benchFiles, benchEdges, benchUnitOf, BENCH_MAY_IMPORT, "BENCH_MAY_IMPORT");
 
 t.test("the cycle finder can fail: it finds a direct and a transitive cycle, and nothing in a chain", async (t) => {
   t.same(cycles(new Map([["a", ["b"]], ["b", ["a"]]])), [["a", "b"]]);
   t.same(cycles(new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]])), [["a", "b", "c"]]);
   t.same(cycles(new Map([["a", ["b"]], ["b", ["c"]], ["c", []]])), []);
   t.ok(edges.get("proxy")?.has("shard"), "the reader sees the proxy's imports of the core (it reads imports at all)");
-});
-
-t.test("no folder of bench/ imports one that imports it back, directly or through others", async (t) => {
-  const graph = new Map([...benchEdges].map(([a, to]) => [a, to.keys()]));
-  const found = cycles(graph).map((cycle) => ({ cycle, ties: cycle.flatMap((a) => cycle.flatMap((b) => benchEdges.get(a)?.get(b) ?? [])) }));
-  t.same(found, []);
-});
-
-t.test("no file of bench/ imports one that imports it back", async (t) => {
-  t.same(cycles(benchFiles), []);
-});
-
-t.test("every import of bench/, between its folders and out of it, goes in a direction written down in BENCH_MAY_IMPORT", async (t) => {
-  for (const unit of new Set([...benchFiles.keys()].map(benchUnitOf))) {
-    t.ok(unit in BENCH_MAY_IMPORT, `bench/${unit} has a place in BENCH_MAY_IMPORT`);
-  }
-  for (const [from, byTarget] of benchEdges) {
-    for (const [to, ties] of byTarget) {
-      t.ok(BENCH_MAY_IMPORT[from]?.includes(to), `bench/${from} may import ${to}`, { ties });
-    }
-  }
-  t.same(cycles(new Map(Object.entries(BENCH_MAY_IMPORT))), [], "the allowed directions form no cycle");
 });
 
 t.test("src/ never imports bench/, nor does test/support/, which bench/ imports", async (t) => {
