@@ -13,7 +13,7 @@
  *   and a core-second each to start do not fit beside 64 proxies on 2 cores):
  *   they are client-node's reflector (`ListWatch` + `Watch`, the code a
  *   client-node informer runs) in one process, keeping each pod's identity
- *   only and reading LISTs as a stream (bench/support/reflector-fleet.ts).
+ *   only and reading LISTs as a stream (bench/children/reflector-fleet.ts).
  *
  * Steps: start (M members spawned at once, as a Deployment of M replicas
  * under a running manager), scale M → M+1, one member leaves (SIGTERM: the
@@ -38,7 +38,7 @@
  * - the coordinator's CPU and peak RSS (/proc);
  * - the ShardRing's size (the whole object, as the watch delivers it).
  * And, computed rather than run: the ShardRing's size for growing member
- * counts (bench/support/ring-status-size.ts) and the largest that fits
+ * counts (bench/lib/ring-status-size.ts) and the largest that fits
  * under etcd's 1.5 MiB.
  *
  * Usage: node bench/macro/s1-ring-scale.ts [--quick]
