@@ -1,28 +1,29 @@
 /**
  * The HTTP layer of devapi: routes requests to the store, negotiates the
  * response format, applies the KEP-5866 gate, and streams lists and watches.
- * Decisions live in the pure modules (request, gate, list, selectors,
- * negotiate, table); this file reads inputs, calls them, and writes bytes.
+ * Decisions live in the pure modules (request, gate, list, selection,
+ * selectors, negotiate, table, list-encoding); this file reads inputs, calls
+ * them, and writes bytes through http-io.ts. Writes that a webhook admits
+ * go out through admission-client.ts.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { Logger } from "../log.ts";
-import { HashMatcher } from "../shard/range.ts";
-import { formatSelector, parseSelector } from "../shard/selector.ts";
-import { SelectorSyntaxError } from "../errors.ts";
 import { admit, matches, type AdmissionOperation, type MutatingWebhook } from "./admission.ts";
+import { callWebhook } from "./admission-client.ts";
 import { decodeContinue, encodeContinue } from "./continue.ts";
 import { apiGroup, coreVersions, groupList, groupsOf, resourceList, rootPaths, VERSION_INFO } from "./discovery.ts";
-import { effectiveGate, gateEnabled, watchFiltered, type EffectiveGate } from "./gate.ts";
+import { effectiveGate, watchFiltered, type EffectiveGate } from "./gate.ts";
 import { goJson } from "./json.ts";
 import { isRecord } from "../is-record.ts";
+import { baseHeaders, parseJson, preconditions, prettyJson, readBody, readJson, writeChunked } from "./http-io.ts";
 import { selectPage, type Page, type ServingPath } from "./list.ts";
+import { listBody } from "./list-encoding.ts";
 import { negotiate, wantsPretty, type OutputFormat } from "./negotiate.ts";
 import { patchTypeOf, type PatchType } from "./patch.ts";
 import { answerReview, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, type DevAuth } from "./reviews.ts";
 import { parseListQuery, parseResourceVersion, requestUrl, route, type ListQuery, type Route } from "./request.ts";
-import { matchFields, matchLabels, parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from "./selectors.ts";
+import { selectionOf } from "./selection.ts";
 import {
   badRequest,
   DevApiStatusError,
@@ -31,26 +32,15 @@ import {
   methodNotAllowed,
   notAcceptable,
   notFound,
-  tooLarge,
   tooLargeResourceVersion,
   unauthorized,
   unsupportedMediaType,
   type StatusBody,
 } from "./status.ts";
-import { keyOf, type MemoryStore, type ResolvedDef, type ResourceState, type StoreListener, type StoredObject } from "./store.ts";
+import { keyOf, type MemoryStore, type ResourceState, type StoreListener, type StoredObject } from "./store.ts";
 import { columnDefinitionsJson, pomJson, rowJson } from "./table.ts";
 import type { GateMode } from "./types.ts";
 import { viewEvent, WatchSession } from "./watch.ts";
-
-/**
- * The apiserver's own cap on request bodies (3 MiB, `maxRequestBodyBytes`
- * in k8s.io/apiserver): anything a real server accepts fits, and a runaway
- * client cannot make the test server buffer without bound.
- */
-const MAX_BODY_BYTES = 3 * 1024 * 1024;
-
-/** Lists are written in chunks of about this size, awaiting `drain` in between. */
-const LIST_CHUNK_BYTES = 256 * 1024;
 
 export interface RequestRecord {
   method: string;
@@ -95,8 +85,6 @@ export interface HandlerOptions {
   /** The mutating webhooks writes go through, in order. */
   readonly webhooks: () => readonly MutatingWebhook[];
 }
-
-const TYPE_JSON = "application/json";
 
 function isHealthPath(pathname: string): boolean {
   return /^\/(healthz|readyz|livez)(\/.*)?$/.test(pathname);
@@ -356,27 +344,6 @@ export class DevApiHandler {
     this.sendBytes(res, 200, body, pretty);
   }
 
-  /** Label, field and shard selection for one collection request, per the gate this request drew. */
-  private selection(state: ResourceState, q: ListQuery, namespace: string | undefined, gate: EffectiveGate): Selection {
-    const def = state.def;
-    // Selector syntax errors are 400s from parameter decoding, before the shard selector is looked at.
-    const labels = parseLabelSelector(q.labelSelector);
-    const fields = parseFieldSelector(q.fieldSelector, (f) => f === "metadata.name" || f === "metadata.namespace" || Object.hasOwn(def.fieldSelectors ?? {}, f));
-    let shard: Selection["shard"];
-    // An empty `shardSelector=` is the same as none; with the gate off even garbage is ignored.
-    if (gateEnabled(gate) && q.shardSelector !== "") {
-      try {
-        const sel = parseSelector(q.shardSelector);
-        // The echo keeps the ranges as written (order, duplicates), normalised in spelling only.
-        shard = { key: sel.key, matcher: new HashMatcher(sel.ranges), canonical: formatSelector(sel) };
-      } catch (e) {
-        if (e instanceof SelectorSyntaxError) throw internal(`invalid shard selector: ${e.message}`);
-        throw e;
-      }
-    }
-    return new Selection({ labels, fields, shard, namespace, def });
-  }
-
   private async listOrWatch(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean, record: RequestRecord): Promise<void> {
     const format = negotiate(req.headers.accept);
     if (format === undefined) throw notAcceptable();
@@ -395,7 +362,7 @@ export class DevApiHandler {
   private async list(res: ServerResponse, r: Extract<Route, { kind: "resource" }>, q: ListQuery, format: OutputFormat, pretty: boolean): Promise<void> {
     const state = r.state;
     const gate = this.nextGate();
-    const sel = this.selection(state, q, r.namespace, gate);
+    const sel = selectionOf(state, q, r.namespace, gate);
     const current = this.o.store.currentRv;
 
     let atRv: number | undefined;
@@ -442,7 +409,7 @@ export class DevApiHandler {
     const state = r.state;
     const store = this.o.store;
     const gate = this.nextGate();
-    const sel = this.selection(state, q, r.namespace, gate);
+    const sel = selectionOf(state, q, r.namespace, gate);
     if (r.name !== undefined) sel.fields = [...sel.fields, { field: "metadata.name", op: "=", value: r.name }];
     if (!watchFiltered(gate, sel.labels.length > 0 || sel.fields.length > 0)) sel.shard = undefined;
     const passes = (o: StoredObject): boolean => sel.matches(o);
@@ -512,7 +479,7 @@ export class DevApiHandler {
   private async deleteCollection(req: IncomingMessage, res: ServerResponse, r: Extract<Route, { kind: "resource" }>, params: URLSearchParams, pretty: boolean): Promise<void> {
     await readBody(req);
     const q = parseListQuery(params, false);
-    const sel = this.selection(r.state, q, r.namespace, this.nextGate());
+    const sel = selectionOf(r.state, q, r.namespace, this.nextGate());
     const store = this.o.store;
     const deleted = r.state
       .itemsAt(undefined, r.namespace, undefined)
@@ -524,234 +491,4 @@ export class DevApiHandler {
   }
 }
 
-/** A request's label, field and shard selection, ANDed with its namespace. */
-class Selection {
-  labels: LabelSelector;
-  fields: FieldSelector;
-  shard: { key: "uid" | "namespace"; matcher: HashMatcher; canonical: string } | undefined;
-  readonly namespace: string | undefined;
-  readonly def: ResolvedDef;
-
-  constructor(init: { labels: LabelSelector; fields: FieldSelector; shard: Selection["shard"]; namespace: string | undefined; def: ResolvedDef }) {
-    this.labels = init.labels;
-    this.fields = init.fields;
-    this.shard = init.shard;
-    this.namespace = init.namespace;
-    this.def = init.def;
-  }
-
-  matches(o: StoredObject): boolean {
-    if (this.namespace !== undefined && o.namespace !== this.namespace) return false;
-    if (this.shard !== undefined) {
-      const [hi, lo] = this.shard.key === "uid" ? o.uidHash : o.nsHash;
-      if (!this.shard.matcher.matchesParts(hi, lo)) return false;
-    }
-    if (this.labels.length > 0 && !matchLabels(this.labels, o.labels)) return false;
-    if (this.fields.length > 0 && !matchFields(this.fields, (f) => this.fieldValue(o, f))) return false;
-    return true;
-  }
-
-  private fieldValue(o: StoredObject, field: string): string {
-    if (field === "metadata.name") return o.name;
-    if (field === "metadata.namespace") return o.namespace;
-    const f = this.def.fieldSelectors?.[field];
-    return f ? f(o.object) : "";
-  }
-}
-
 type KubeObjectLike = StoredObject["object"];
-
-// The apiserver's limit on a webhook's answer is the same order: an object
-// plus its patch. More is a broken webhook, not a reason to buffer.
-const MAX_WEBHOOK_ANSWER_BYTES = 8 * 1024 * 1024;
-
-// Kept-alive connections per trust (caBundle, TLS name), as the apiserver's
-// webhook client keeps them: a handshake per write would dominate a test
-// that writes through a webhook in a loop. A few trusts per process at most;
-// the oldest is dropped past that.
-const webhookAgents = new Map<string, HttpsAgent>();
-function webhookAgent(hook: MutatingWebhook): HttpsAgent {
-  const key = JSON.stringify([hook.caBundle ?? "", hook.serverName ?? ""]);
-  let agent = webhookAgents.get(key);
-  if (agent === undefined) {
-    agent = new HttpsAgent({ keepAlive: true, ...(hook.caBundle === undefined ? {} : { ca: hook.caBundle }), ...(hook.serverName === undefined ? {} : { servername: hook.serverName }), rejectUnauthorized: true });
-    webhookAgents.set(key, agent);
-    for (const [k, a] of webhookAgents) {
-      if (webhookAgents.size <= 16) break;
-      a.destroy();
-      webhookAgents.delete(k);
-    }
-  }
-  return agent;
-}
-
-/** POSTs `review` to the webhook over verified HTTPS; resolves with the parsed answer. */
-function callWebhook(hook: MutatingWebhook, review: unknown): Promise<unknown> {
-  const url = new URL(hook.url);
-  if (url.protocol !== "https:") return Promise.reject(new Error(`webhook URL ${hook.url} is not https`));
-  const body = Buffer.from(JSON.stringify(review));
-  const timeoutMs = hook.timeoutMs ?? 10_000;
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      url,
-      {
-        method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json", "content-length": body.length },
-        ...(hook.caBundle === undefined ? {} : { ca: hook.caBundle }),
-        ...(hook.serverName === undefined ? {} : { servername: hook.serverName }),
-        rejectUnauthorized: true,
-        agent: webhookAgent(hook),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on("data", (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_WEBHOOK_ANSWER_BYTES) req.destroy(new Error(`answer larger than ${MAX_WEBHOOK_ANSWER_BYTES} bytes`));
-          else chunks.push(c);
-        });
-        res.on("error", reject);
-        res.on("end", () => {
-          if (res.statusCode !== 200) return reject(new Error(`the server responded with HTTP ${String(res.statusCode)}`));
-          try {
-            resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
-          } catch {
-            reject(new Error("the answer is not JSON"));
-          }
-        });
-      },
-    );
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`Post "${hook.url}": context deadline exceeded (${timeoutMs} ms)`)));
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-/** The bytes of a list response, as an array of parts to write in order. */
-function listBody(sel: Selection, format: OutputFormat, page: Page, rv: number, path: ServingPath, q: ListQuery, now: number): Buffer[] {
-  const def = sel.def;
-  const cont = page.continueAfter === undefined ? undefined : encodeContinue(rv, page.continueAfter);
-  const meta: Record<string, unknown> = { resourceVersion: String(rv) };
-  if (cont !== undefined) meta.continue = cont;
-  if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount;
-  const parts: Buffer[] = [];
-  const items = (each: (o: StoredObject) => Buffer | readonly Buffer[]): void => {
-    page.items.forEach((o, i) => {
-      if (i > 0) parts.push(COMMA);
-      const b = each(o);
-      if (Buffer.isBuffer(b)) parts.push(b);
-      else parts.push(...b);
-    });
-  };
-  if (format.kind === "table") {
-    const cols = def.columns;
-    parts.push(Buffer.from(`{"kind":"Table","apiVersion":"meta.k8s.io/${format.version}","metadata":${goJson(meta)},"columnDefinitions":${columnDefinitionsJson(cols)},"rows":[`));
-    items((o) => rowJson(o, cols, q.includeObject, format.version, now));
-    parts.push(Buffer.from("]}"));
-    return parts;
-  }
-  if (format.kind === "pom") {
-    parts.push(Buffer.from(`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/${format.version}","metadata":${goJson(meta)},"items":[`));
-    items((o) => pomJson(o, format.version));
-    parts.push(Buffer.from("]}"));
-    return parts;
-  }
-  if (def.encoding === "unstructured") {
-    // Unstructured lists are maps: keys sorted, so metadata (and continue,
-    // always present, possibly "") comes after the items, and no shardInfo.
-    const umeta: Record<string, unknown> = { continue: cont ?? "" };
-    if (page.remainingItemCount !== undefined) umeta.remainingItemCount = page.remainingItemCount;
-    umeta.resourceVersion = String(rv);
-    parts.push(Buffer.from(`{"apiVersion":${JSON.stringify(def.apiVersion)},"items":[`));
-    items((o) => o.full);
-    parts.push(Buffer.from(`],"kind":${JSON.stringify(def.listKind)},"metadata":${goJson(umeta)}}`));
-    return parts;
-  }
-  // Typed lists echo the normalised selector on every page (recorded), before the items.
-  if (sel.shard !== undefined) meta.shardInfo = { selector: sel.shard.canonical };
-  parts.push(Buffer.from(`{"kind":${JSON.stringify(def.listKind)},"apiVersion":${JSON.stringify(def.apiVersion)},"metadata":${goJson(meta)},"items":[`));
-  // The etcd path (resourceVersionMatch=Exact) decodes items with their type meta (recorded).
-  items((o) => (path === "etcd" ? o.full : o.itemParts()));
-  parts.push(Buffer.from("]}"));
-  return parts;
-}
-
-const COMMA = Buffer.from(",");
-
-function baseHeaders(): Record<string, string> {
-  return { "Cache-Control": "no-cache, private", "Content-Type": TYPE_JSON };
-}
-
-/** Writes parts in ~256 KiB chunks, waiting for `drain`; stops quietly if the client goes away. */
-async function writeChunked(res: ServerResponse, parts: readonly Buffer[]): Promise<void> {
-  let batch: Buffer[] = [];
-  let size = 0;
-  const flush = async (): Promise<boolean> => {
-    if (batch.length === 0) return !res.destroyed;
-    const chunk = Buffer.concat(batch, size);
-    batch = [];
-    size = 0;
-    if (res.destroyed) return false;
-    if (res.write(chunk)) return true;
-    return new Promise<boolean>((resolve) => {
-      const done = (ok: boolean) => () => {
-        res.off("drain", onDrain);
-        res.off("close", onClose);
-        resolve(ok);
-      };
-      const onDrain = done(true);
-      const onClose = done(false);
-      res.on("drain", onDrain);
-      res.on("close", onClose);
-    });
-  };
-  for (const p of parts) {
-    batch.push(p);
-    size += p.length;
-    if (size >= LIST_CHUNK_BYTES && !(await flush())) return;
-  }
-  if (!(await flush())) return;
-  res.end();
-}
-
-/** Go-style indentation (two spaces) with Go's HTML escaping preserved. */
-function prettyJson(text: string): string {
-  const s = JSON.stringify(JSON.parse(text) as unknown, null, 2);
-  return s.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) + "\n";
-}
-
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req as AsyncIterable<Buffer>) {
-    size += c.length;
-    if (size > MAX_BODY_BYTES) {
-      req.resume();
-      throw tooLarge(MAX_BODY_BYTES);
-    }
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks, size);
-}
-
-function parseJson(raw: Buffer): unknown {
-  try {
-    return JSON.parse(raw.toString("utf8")) as unknown;
-  } catch (e) {
-    throw badRequest(`couldn't get version/kind; json parse error: ${e instanceof Error ? e.message : String(e)}`);
-  }
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const ct = (req.headers["content-type"] ?? TYPE_JSON).split(";")[0]?.trim().toLowerCase() ?? "";
-  if (ct !== TYPE_JSON && ct !== "*/*" && ct !== "") throw unsupportedMediaType(ct);
-  return parseJson(await readBody(req));
-}
-
-function preconditions(body: unknown): { uid?: string; resourceVersion?: string } {
-  if (!isRecord(body) || !isRecord(body.preconditions)) return {};
-  const out: { uid?: string; resourceVersion?: string } = {};
-  if (typeof body.preconditions.uid === "string") out.uid = body.preconditions.uid;
-  if (typeof body.preconditions.resourceVersion === "string") out.resourceVersion = body.preconditions.resourceVersion;
-  return out;
-}

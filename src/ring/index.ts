@@ -13,7 +13,9 @@
  * - `labelling.ts`: the labeller's state machine (backfill: what to PATCH, when, and what a failure means).
  *
  * Shell files, the only ones that touch the API (through `kube.ts`):
- * - `coordinator.ts`: {@link runCoordinator}, for `shardcar manager`;
+ * - `coordinator.ts`: {@link runCoordinator}, for `shardcar manager`: it
+ *   wires the manager's election (`election.ts`) to one controller per ring
+ *   on the leader (`ring-controller.ts`); its options in `coordinator-options.ts`;
  * - `member.ts`: {@link RingMember}, the proxy's `OwnershipSource` in ring mode;
  * - `labeller.ts`: the manager's ShardRing watch for the stamping webhook, and
  *   the labeller, a task the coordinator runs while it leads.

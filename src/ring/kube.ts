@@ -7,8 +7,9 @@
  * Objects are plain JSON as the API sends them: times stay RFC 3339 text
  * (read with {@link timeOf}, written with {@link microTime}).
  *
- * Only `coordinator.ts` and `member.ts` use this file; the decision files
- * never see the API.
+ * Only the shells (`coordinator.ts`, `election.ts`, `ring-controller.ts`,
+ * `member.ts`, `labeller.ts`) use this file; the decision files never see
+ * the API.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, ShardcarError } from "../errors.ts";

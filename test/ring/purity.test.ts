@@ -3,7 +3,8 @@ import { readFileSync } from "node:fs";
 
 // The decision files of the ring take the time as a parameter and do no I/O,
 // so every row of the handoff table is reproducible. The shell files
-// (coordinator, member, kube) are where clocks and the API live.
+// (coordinator, election, ring-controller, member, labeller, kube) are where
+// clocks and the API live.
 const PURE = ["state.ts", "times.ts", "table.ts", "handoff.ts", "names.ts", "label-slots.ts", "labelling.ts"];
 const FORBIDDEN: Array<[RegExp, string]> = [
   [/from\s+["']node:/, "a node: import"],
