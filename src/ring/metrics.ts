@@ -34,6 +34,7 @@ export interface CoordinatorMetrics {
   readonly deferred: Gauge<Labels>;
   readonly handoff: Histogram<Labels | "outcome">;
   readonly crashUncovered: Histogram<Labels>;
+  readonly exclusiveGap: Histogram<Labels>;
   readonly fences: Counter<Labels>;
   readonly refused: Counter<Labels | "reason">;
   readonly statusConflicts: Counter<Labels>;
@@ -50,6 +51,7 @@ export function coordinatorMetrics(registry: Registry): CoordinatorMetrics {
     deferred: gauge(registry, "shardcar_ring_relist_budget_deferred_members", "Members due to gain slots that the ring's relist budget left out of the pending handoff; they follow in a later one.", ring),
     handoff: histogram(registry, "shardcar_ring_handoff_duration_seconds", "From publishing a pending generation to committing or abandoning it.", [...ring, "outcome"], SECONDS_BUCKETS),
     crashUncovered: histogram(registry, "shardcar_ring_crash_uncovered_seconds", "Per crashed member: from its last renewal until all its slots had a ready owner again. _sum is the total uncovered time caused by crashes.", ring, SECONDS_BUCKETS),
+    exclusiveGap: histogram(registry, "shardcar_ring_exclusive_gap_seconds", "Per gaining member of an exclusive handoff: from the first old owner's report that it dropped the slots until the new owner listed them, the time those slots were in no cache. _sum is the total uncovered time exclusive handoffs cost.", ring, SECONDS_BUCKETS),
     fences: counter(registry, "shardcar_ring_fences_total", "Member Leases the leader took over.", ring),
     refused: counter(registry, "shardcar_ring_refused_total", "ShardRing specs or statuses refused (hand edits), by reason.", [...ring, "reason"]),
     statusConflicts: counter(registry, "shardcar_ring_status_conflicts_total", "ShardRing status writes that hit a 409 and were retried.", ring),

@@ -283,6 +283,10 @@ export class RingController {
         this.#log.warn({ generation: e.generation, reason: e.reason, ms: e.durationMs }, "abandoned generation; old owners keep their slots");
         this.#s.metrics?.handoff.observe({ ...labels, outcome: "abandoned" }, e.durationMs / 1000);
         break;
+      case "gap-closed":
+        this.#log.info({ member: e.member, uncoveredMs: e.uncoveredMs }, "exclusive handoff: the moved slots are covered again");
+        this.#s.metrics?.exclusiveGap.observe(labels, e.uncoveredMs / 1000);
+        break;
       case "recovered":
         this.#log.warn({ member: e.member, uncoveredMs: e.uncoveredMs }, "slots of a crashed member are covered again");
         this.#s.metrics?.crashUncovered.observe(labels, e.uncoveredMs / 1000);

@@ -50,7 +50,7 @@ t.test("exclusive: scaling 1→2→3→4→3→2 never puts a slot in two caches
   const env = await RingEnv.start("api");
   t.teardown(() => env.stop());
   env.createRing({ handoff: "exclusive", slots: 256 });
-  env.startCoordinator();
+  const { registry } = env.startCoordinator();
   await scaleRun(t, env);
   const graceful = env.samples.filter((s) => s.phase === "graceful");
   const doubles = graceful.filter((s) => s.doubled > 0);
@@ -72,6 +72,13 @@ t.test("exclusive: scaling 1→2→3→4→3→2 never puts a slot in two caches
   t.comment(`${graceful.length} samples (${graceful.filter((s) => s.periodic).length} periodic); ${gapSamples} saw a (bounded) gap, as exclusive mode allows: ${gapMs} ms in all over 5 steps, longest ${longest} ms`);
   t.ok(graceful.filter((s) => s.periodic).length >= 10, "the 100 ms checker took samples throughout");
   t.same(doubles, [], "no sample saw a slot in two caches");
+  // The leader exports the gaps it left, one per gaining member of each step.
+  const h = (await registry.getSingleMetricAsString("shardcar_ring_exclusive_gap_seconds")).split("\n");
+  const count = Number(h.find((l) => l.startsWith("shardcar_ring_exclusive_gap_seconds_count"))?.split(" ").pop());
+  const sum = Number(h.find((l) => l.startsWith("shardcar_ring_exclusive_gap_seconds_sum"))?.split(" ").pop());
+  t.comment(`leader's account: ${count} gaps, ${(sum * 1000).toFixed(0)} ms in all; the sampler saw ${gapMs} ms`);
+  t.ok(count >= 5, `a gap for each gainer of the 5 steps (${count})`);
+  t.ok(sum > 0, "the exported gaps are not empty");
   t.same(env.generationRegressions, [], "every change of a member's ranges carried a higher generation");
 });
 
