@@ -15,7 +15,7 @@ import { Counter, Registry } from "prom-client";
 import { startDevApi, type DevApi } from "../../src/devapi/index.ts";
 import { ApiClient, directConnection } from "../../src/kube/client.ts";
 import { DelegatedAuth } from "../../src/kube/access-review.ts";
-import { createAdminServer, isLoopbackPeer, type AdminOptions } from "../../src/proxy/admin.ts";
+import { createAdminServer, isLoopbackPeer, type AdminOptions } from "../../src/proxy/reporting/admin.ts";
 import { selfSignedTls } from "../../src/cli/serving-tls.ts";
 
 const OTHER_IP = Object.values(networkInterfaces())

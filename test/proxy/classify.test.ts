@@ -1,5 +1,5 @@
 import t from "tap";
-import { classify, indexResources, readsNoBody } from "../../src/proxy/classify.ts";
+import { classify, indexResources, readsNoBody } from "../../src/proxy/request/classify.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 
 const index = indexResources(parseResources("pods, configmaps=namespace, leases.coordination.k8s.io, widgets.example.com, namespaces"));

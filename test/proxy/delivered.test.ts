@@ -5,7 +5,7 @@
  * is open is the ledger's to say (`WatchPresence`); here a stub says it.
  */
 import t from "tap";
-import { DeliveredIndex, ListSink, WatchSink, type WatchPresence } from "../../src/proxy/delivered.ts";
+import { DeliveredIndex, ListSink, WatchSink, type WatchPresence } from "../../src/proxy/handoff/object-index.ts";
 import type { DeliveredObject } from "../../src/proxy/scan/tap.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";

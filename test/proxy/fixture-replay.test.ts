@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../src/log.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains } from "../../src/shard/range.ts";
 import { canonicalSelector, parseSelector, type ShardSelector } from "../../src/shard/selector.ts";

@@ -22,7 +22,7 @@ import { silentLogger } from "../../src/log.ts";
 import { parseLockSpec } from "../../src/settings/lock.ts";
 import { MutableOwnership, StaticOwnership, type OwnershipSource } from "../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { shardRange, split, type Range } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";

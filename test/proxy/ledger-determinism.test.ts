@@ -6,8 +6,8 @@
  * the source for clocks and I/O; this one runs it, over random sequences.
  */
 import t from "tap";
-import { step } from "../../src/proxy/ledger/ledger.ts";
-import type { Ledger } from "../../src/proxy/ledger/types.ts";
+import { step } from "../../src/proxy/handoff/ledger/ledger.ts";
+import type { Ledger } from "../../src/proxy/handoff/ledger/types.ts";
 import { rng } from "../support/rng.ts";
 import { Drive, FULL, HIGH, LOW, QUARTER, RING } from "./support/ledger-driver.ts";
 

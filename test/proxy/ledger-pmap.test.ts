@@ -1,6 +1,6 @@
 /** The ledger's persistent map (src/proxy/ledger/pmap.ts): what a plain Map would hold, and never changed once made. */
 import t from "tap";
-import { PMap } from "../../src/proxy/ledger/pmap.ts";
+import { PMap } from "../../src/proxy/handoff/ledger/pmap.ts";
 import { rng } from "../support/rng.ts";
 
 const content = (m: Iterable<[number, string]>): Array<[number, string]> => [...m].sort((a, b) => a[0] - b[0]);

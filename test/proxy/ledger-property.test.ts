@@ -40,8 +40,8 @@
  * "Limits").
  */
 import t from "tap";
-import { step } from "../../src/proxy/ledger/ledger.ts";
-import type { LedgerEffect, LedgerEvent, Rid } from "../../src/proxy/ledger/types.ts";
+import { step } from "../../src/proxy/handoff/ledger/ledger.ts";
+import type { LedgerEffect, LedgerEvent, Rid } from "../../src/proxy/handoff/ledger/types.ts";
 import { difference, equal, normalize, shardRange, type Range } from "../../src/shard/range.ts";
 import { rng } from "../support/rng.ts";
 import { Drive, FULL, HIGH, LOW, QUARTER, RING, T0 } from "./support/ledger-driver.ts";

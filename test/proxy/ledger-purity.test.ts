@@ -3,12 +3,12 @@ import { readdirSync, readFileSync } from "node:fs";
 
 // The handoff ledger takes the time as a parameter and does no I/O, so every
 // row of its table and every random interleaving is reproducible. The shell
-// (src/proxy/ledger-shell.ts, server.ts) is where clocks and sockets live.
-const DIR = new URL("../../src/proxy/ledger/", import.meta.url);
+// (src/proxy/handoff/ledger-driver.ts, server.ts) is where clocks and sockets live.
+const DIR = new URL("../../src/proxy/handoff/ledger/", import.meta.url);
 const FORBIDDEN: Array<[RegExp, string]> = [
   [/^\s*(?:import|export)\b[^;]*?\bfrom\s+["']node:/m, "a node: import"],
   [/^\s*(?:import|export)\b[^;]*?\bfrom\s+["'](?!\.\.?\/)/m, "a package import"],
-  [/^\s*(?:import|export)\b[^;]*?\bfrom\s+["']\.\.\/(?!\.\.\/shard\/)/m, "an import from the proxy's shell (only ../../shard/ is pure)"],
+  [/^\s*(?:import|export)\b[^;]*?\bfrom\s+["'](?!\.\.\/\.\.\/\.\.\/shard\/)\.\.\//m, "an import from the proxy's shell (only ../../../shard/ is pure)"],
   [/\bimport\s*\(/, "a dynamic import"],
   [/\bsetTimeout\b|\bsetInterval\b|\bsetImmediate\b|\bqueueMicrotask\b/, "a timer"],
   [/\bDate\.now\b|\bperformance\.now\b|new Date\(/, "a clock read"],
@@ -24,14 +24,14 @@ t.test("the ledger has files to check", async (t) => {
 });
 
 for (const file of files) {
-  t.test(`src/proxy/ledger/${file} reads no clock, draws no random number and does no I/O`, async (t) => {
+  t.test(`src/proxy/handoff/ledger/${file} reads no clock, draws no random number and does no I/O`, async (t) => {
     const text = readFileSync(new URL(file, DIR), "utf8");
     for (const [re, what] of FORBIDDEN) t.notMatch(text, re, `no ${what}`);
   });
 }
 
 t.test("the purity check catches each kind of impurity (it can fail)", async (t) => {
-  const samples = ['import { readFileSync } from "node:fs";', 'import pino from "pino";', 'import { LedgerShell } from "../ledger-shell.ts";', 'await import("node:fs")', "setTimeout(f, 1);", "const now = Date.now();", "Math.random()", "process.exit(1)", "console.log(1)"];
+  const samples = ['import { readFileSync } from "node:fs";', 'import pino from "pino";', 'import { LedgerShell } from "../ledger-driver.ts";', 'await import("node:fs")', "setTimeout(f, 1);", "const now = Date.now();", "Math.random()", "process.exit(1)", "console.log(1)"];
   samples.forEach((s, i) => t.match(s, FORBIDDEN[i]?.[0] ?? /$^/, `caught: ${s}`));
-  t.notMatch('import { equal } from "../../shard/range.ts";', FORBIDDEN[2]?.[0] ?? /$^/, "the pure core may be imported");
+  t.notMatch('import { equal } from "../../../shard/range.ts";', FORBIDDEN[2]?.[0] ?? /$^/, "the pure core may be imported");
 });

@@ -1,6 +1,6 @@
 /** Resume points (src/proxy/ledger/resume.ts): which cache a resume continues, and under which epoch. */
 import t from "tap";
-import { consume, MAX_POINTS_PER_RV, MAX_RESUME_RVS, narrowAt, remember, watchEndAt, type ResumeBook } from "../../src/proxy/ledger/resume.ts";
+import { consume, MAX_POINTS_PER_RV, MAX_RESUME_RVS, narrowAt, remember, watchEndAt, type ResumeBook } from "../../src/proxy/handoff/ledger/resume.ts";
 
 const point = (id: number, rv: string, epoch: number) => ({ id, rv, epoch, used: false });
 

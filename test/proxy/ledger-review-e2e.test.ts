@@ -9,9 +9,9 @@ import t from "tap";
 import { silentLogger } from "../../src/log.ts";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { parseResources } from "../../src/shard/spec.ts";
-import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
+import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/handoff/synthetic-delete.ts";
 import { FULL_RANGE } from "../../src/shard/range.ts";
 import { event, fakeUpstream, get, HIGH, listBody, LOW, pod, setup, uidIn, until, watch } from "./support/scripted-upstream.ts";
 

@@ -8,9 +8,9 @@
  * They fail on the ledger as reviewed; each names its finding.
  */
 import t from "tap";
-import { LedgerShell } from "../../src/proxy/ledger-shell.ts";
-import { initialLedger } from "../../src/proxy/ledger/ledger.ts";
-import type { LedgerEffect } from "../../src/proxy/ledger/types.ts";
+import { LedgerShell } from "../../src/proxy/handoff/ledger-driver.ts";
+import { initialLedger } from "../../src/proxy/handoff/ledger/ledger.ts";
+import type { LedgerEffect } from "../../src/proxy/handoff/ledger/types.ts";
 import { silentLogger } from "../../src/log.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { ManualClock } from "./support/manual-clock.ts";

@@ -7,9 +7,9 @@
  * time passes by `advance`, which fires only the wakes the ledger asked for.
  */
 import t, { type Test } from "tap";
-import type { LedgerPolicy } from "../../src/proxy/ledger/types.ts";
-import { describeOwed } from "../../src/proxy/ledger/view.ts";
-import { step } from "../../src/proxy/ledger/ledger.ts";
+import type { LedgerPolicy } from "../../src/proxy/handoff/ledger/types.ts";
+import { describeOwed } from "../../src/proxy/handoff/ledger/view.ts";
+import { step } from "../../src/proxy/handoff/ledger/ledger.ts";
 import { normalize, shardRange } from "../../src/shard/range.ts";
 import { Drive, FULL, HIGH, L, LOW, M, QUARTER, RING, T0, type Start } from "./support/ledger-driver.ts";
 

@@ -1,6 +1,6 @@
 /** Which requests belong to one controller cache (src/proxy/lineage.ts). */
 import t from "tap";
-import { isResumingWatch, lineageKey } from "../../src/proxy/lineage.ts";
+import { isResumingWatch, lineageKey } from "../../src/proxy/handoff/lineage.ts";
 
 const q = (s: string) => new URLSearchParams(s);
 

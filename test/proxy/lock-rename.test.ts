@@ -1,5 +1,5 @@
 import t from "tap";
-import { matchLockRequest, renameJson, renameProto, renamedLock } from "../../src/proxy/lock-rename.ts";
+import { matchLockRequest, renameJson, renameProto, renamedLock } from "../../src/proxy/serving/lock-rename.ts";
 import { parseLockSpec } from "../../src/settings/lock.ts";
 import { decodeObject, encodeObject, loadK8sProto } from "../support/proto/k8s.ts";
 

@@ -20,8 +20,8 @@
  */
 import t, { type Test } from "tap";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
-import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
-import { DEFAULT_POLICY } from "../../src/proxy/ledger/types.ts";
+import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/handoff/synthetic-delete.ts";
+import { DEFAULT_POLICY } from "../../src/proxy/handoff/ledger/types.ts";
 import { FULL_RANGE, shardRange } from "../../src/shard/range.ts";
 import { event, get, HIGH, listBody, LOW, pod, setup, uidIn, until, watch } from "./support/scripted-upstream.ts";
 

@@ -4,7 +4,7 @@
  * --canary` asks to prove a replica's controller received its canary.
  */
 import t from "tap";
-import { RecentKeys, RecordingMatcher } from "../../src/proxy/recent.ts";
+import { RecentKeys, RecordingMatcher } from "../../src/proxy/reporting/recent-keys.ts";
 import { fnv1a64, fnv1a64Into } from "../../src/shard/hash.ts";
 import { contains, split } from "../../src/shard/range.ts";
 import { eventually, startCluster } from "../support/cluster.ts";

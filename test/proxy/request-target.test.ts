@@ -1,5 +1,5 @@
 import t from "tap";
-import { readRequestTarget } from "../../src/proxy/request-target.ts";
+import { readRequestTarget } from "../../src/proxy/request/request-target.ts";
 
 t.test("the target routed on is the one forwarded: the WHATWG reading http-proxy-3 sends upstream", async (t) => {
   const rows: Array<[string, string]> = [

@@ -1,5 +1,5 @@
 import t from "tap";
-import { MATCH_NOTHING_LABEL_SELECTOR, rewriteQuery } from "../../src/proxy/rewrite.ts";
+import { MATCH_NOTHING_LABEL_SELECTOR, rewriteQuery } from "../../src/proxy/request/rewrite.ts";
 import { makeRange, shardRange } from "../../src/shard/range.ts";
 import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSelector } from "../../src/shard/selector.ts";

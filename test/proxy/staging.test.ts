@@ -12,7 +12,7 @@
 import t from "tap";
 import { difference, equal, normalize, shardRange, type Range } from "../../src/shard/range.ts";
 import type { Ownership } from "../../src/shard/ownership.ts";
-import { initialStaging, step, STAGE_GROUPS, type StageGroup, type StagingEffect, type StagingEvent, type StagingState } from "../../src/proxy/staging.ts";
+import { initialStaging, step, STAGE_GROUPS, type StageGroup, type StagingEffect, type StagingEvent, type StagingState } from "../../src/proxy/handoff/two-stage-ranges.ts";
 import { rng } from "../support/rng.ts";
 
 const SLOTS = 8;

@@ -9,8 +9,8 @@ import t from "tap";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createLogger } from "../../src/log.ts";
-import { makeUpstream, type Upstream } from "../../src/proxy/upstream.ts";
-import { askVersion, UpstreamProbe, type UpstreamProbeOptions } from "../../src/proxy/upstream-probe.ts";
+import { makeUpstream, type Upstream } from "../../src/proxy/serving/upstream.ts";
+import { askVersion, UpstreamProbe, type UpstreamProbeOptions } from "../../src/proxy/serving/upstream-probe.ts";
 import { ManualClock } from "./support/manual-clock.ts";
 import { until } from "../support/wait.ts";
 

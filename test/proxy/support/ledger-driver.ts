@@ -6,8 +6,8 @@
  * `advance`, which fires a `tick` exactly at each wake the ledger asked for
  * (so a bound that was never scheduled never fires: that is a stall).
  */
-import { initialLedger, openWatchesOf, step } from "../../../src/proxy/ledger/ledger.ts";
-import { DEFAULT_POLICY, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type NarrowFacts, type Rid } from "../../../src/proxy/ledger/types.ts";
+import { initialLedger, openWatchesOf, step } from "../../../src/proxy/handoff/ledger/ledger.ts";
+import { DEFAULT_POLICY, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type NarrowFacts, type Rid } from "../../../src/proxy/handoff/ledger/types.ts";
 import { FULL_RANGE, shardRange, type Range } from "../../../src/shard/range.ts";
 
 export const T0 = 1_000_000;

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../../src/log.ts";
 import { MutableOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy } from "../../../src/proxy/run.ts";
-import { makeUpstream } from "../../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../../src/proxy/serving/upstream.ts";
 import { HashMatcher, shardRange, type Range } from "../../../src/shard/range.ts";
 import { parseResources } from "../../../src/shard/spec.ts";
 import { ManualClock } from "./manual-clock.ts";

@@ -2,7 +2,7 @@
  * The proxy's four ways upstream, one http-proxy-3 instance each:
  * pass-through (untouched, upgrades included), pass-through reads (a GET
  * the proxy does not shard, sent without the body and framing the apiserver
- * never reads: classify.ts `readsNoBody`, server.ts), sharded LIST/WATCH (the
+ * never reads: request/classify.ts `readsNoBody`, server.ts), sharded LIST/WATCH (the
  * response handled by the proxy, so it can filter), and the renamed
  * leader-election lock (the response renamed back).
  *
@@ -12,8 +12,8 @@
 import type { ClientRequest, IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { createProxyServer, type ProxyServer } from "http-proxy-3";
-import type { Logger } from "../log.ts";
-import { filterableAccept } from "./accept.ts";
+import type { Logger } from "../../log.ts";
+import { filterableAccept } from "../request/accept.ts";
 import { sendPlainError, sendStatus } from "./status.ts";
 import { describeUpstreamError, type Upstream } from "./upstream.ts";
 

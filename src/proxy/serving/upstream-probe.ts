@@ -16,10 +16,10 @@
  */
 import type { IncomingMessage } from "node:http";
 import * as https from "node:https";
-import { http } from "../node-builtins.ts";
-import type { Logger } from "../log.ts";
-import type { ReadinessCheck } from "./admin.ts";
-import type { ProxyClock } from "./ledger-shell.ts";
+import { http } from "../../node-builtins.ts";
+import type { Logger } from "../../log.ts";
+import type { ReadinessCheck } from "../reporting/admin.ts";
+import type { ProxyClock } from "../handoff/ledger-driver.ts";
 import { describeUpstreamError, type Upstream } from "./upstream.ts";
 
 export interface UpstreamProbeOptions {

@@ -8,21 +8,21 @@
 import type { ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream";
-import { FULL_RANGE, type Range } from "../shard/range.ts";
-import type { Encoding } from "./accept.ts";
-import type { LiveWatch } from "./accounting.ts";
-import type { WatchSink } from "./delivered.ts";
-import { isResumingWatch, isTrue } from "./lineage.ts";
-import { RecordingMatcher, type RecentKeys } from "./recent.ts";
-import { createJsonWatchFilter } from "./scan/json-watch-filter.ts";
-import { createJsonWatchTap } from "./scan/json-tap.ts";
-import { createProtoWatchFilter } from "./scan/proto-watch-filter.ts";
-import { createProtoWatchTap } from "./scan/proto-tap.ts";
-import type { ObjectKey } from "./scan/object-key.ts";
-import { INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterStats } from "./scan/filter-contract.ts";
-import type { DeliveredObject } from "./scan/tap.ts";
-import { syntheticDelete } from "./synthetic-delete.ts";
-import { watchErrorEvent } from "./scan/status-encoding.ts";
+import { FULL_RANGE, type Range } from "../../shard/range.ts";
+import type { Encoding } from "../request/accept.ts";
+import type { LiveWatch } from "../reporting/resource-stats.ts";
+import type { WatchSink } from "../handoff/object-index.ts";
+import { isResumingWatch, isTrue } from "../handoff/lineage.ts";
+import { RecordingMatcher, type RecentKeys } from "../reporting/recent-keys.ts";
+import { createJsonWatchFilter } from "../scan/json-watch-filter.ts";
+import { createJsonWatchTap } from "../scan/json-tap.ts";
+import { createProtoWatchFilter } from "../scan/proto-watch-filter.ts";
+import { createProtoWatchTap } from "../scan/proto-tap.ts";
+import type { ObjectKey } from "../scan/object-key.ts";
+import { INITIAL_EVENTS_END, type NarrowableWatchFilter, type WatchFilterStats } from "../scan/filter-contract.ts";
+import type { DeliveredObject } from "../scan/tap.ts";
+import { syntheticDelete } from "../handoff/synthetic-delete.ts";
+import { watchErrorEvent } from "../scan/status-encoding.ts";
 
 /** A watch being served, as the ledger's effects reach it. */
 export interface ServedWatch extends LiveWatch {

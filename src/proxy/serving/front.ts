@@ -1,7 +1,7 @@
 /**
  * The listener's front door, between node's HTTP server and the
  * {@link ShardProxy} handlers. It makes the request target the one that is
- * forwarded (see `request-target.ts`), refuses upgrades it cannot serve safely,
+ * forwarded (see `src/proxy/request/request-target.ts`), refuses upgrades it cannot serve safely,
  * and is the last guard: a handler that throws is a bug, answered with a 500
  * Status (or a closed connection), a log line and a counter, never a process
  * exit. Every request the listener can receive gets an answer or a clean
@@ -23,10 +23,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import type { Logger } from "../log.ts";
-import { classify, type ResourceIndex } from "./classify.ts";
-import type { ProxyMetrics } from "./metrics.ts";
-import { readRequestTarget } from "./request-target.ts";
+import type { Logger } from "../../log.ts";
+import { classify, type ResourceIndex } from "../request/classify.ts";
+import type { ProxyMetrics } from "../reporting/metrics.ts";
+import { readRequestTarget } from "../request/request-target.ts";
 import { endWithStatus, sendStatus } from "./status.ts";
 
 export interface FrontOptions {

@@ -3,7 +3,7 @@
  * events the shell observes, the effects the shell carries out, and the
  * bounds it is run with. Plain, immutable data.
  */
-import type { Range } from "../../shard/range.ts";
+import type { Range } from "../../../shard/range.ts";
 import type { PMap } from "./pmap.ts";
 import type { ResumeBook } from "./resume.ts";
 

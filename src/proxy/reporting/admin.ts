@@ -21,9 +21,9 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import { http } from "../node-builtins.ts";
+import { http } from "../../node-builtins.ts";
 import type { Registry } from "prom-client";
-import type { RequestAuthorizer } from "../kube/access-review.ts";
+import type { RequestAuthorizer } from "../../kube/access-review.ts";
 
 export interface ReadinessCheck {
   readonly name: string;

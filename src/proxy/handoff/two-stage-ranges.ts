@@ -23,10 +23,10 @@
  * only from stage A's ranges, applied. The source hears "applied" for a
  * generation once both groups enforce its ranges and have applied them.
  *
- * Pure: `step(state, event) → { state, effects }`; the shell is staged.ts.
+ * Pure: `step(state, event) → { state, effects }`; the shell is src/proxy/shard-handler.ts.
  */
-import { equal, intersect, union } from "../shard/range.ts";
-import type { Ownership } from "../shard/ownership.ts";
+import { equal, intersect, union } from "../../shard/range.ts";
+import type { Ownership } from "../../shard/ownership.ts";
 
 export type StageGroup = "owners" | "dependents";
 export const STAGE_GROUPS: readonly StageGroup[] = ["owners", "dependents"];

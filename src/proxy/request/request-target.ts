@@ -11,7 +11,7 @@
  * segment that only appears once the path is decoded (`x%2F..%2F..`).
  * Pure; never throws.
  */
-import { malformedEscape, pathSegments } from "../kube/request-path.ts";
+import { malformedEscape, pathSegments } from "../../kube/request-path.ts";
 
 export type RequestTarget =
   | { readonly ok: true; readonly url: string }

@@ -2,14 +2,14 @@
  * The proxy's own error answers, shaped as Kubernetes `Status` objects so
  * clients surface them like any apiserver error: written on a response, or
  * on the raw socket of a refused upgrade. The bytes of a Status, in either
- * encoding and as a watch ERROR event, are scan/status-encoding.ts.
+ * encoding and as a watch ERROR event, are src/proxy/scan/status-encoding.ts.
  */
 import type { ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 // Not an ES import of node:http: it would load undici (src/node-builtins.ts).
-import { http } from "../node-builtins.ts";
-import { statusBody } from "./scan/status-encoding.ts";
+import { http } from "../../node-builtins.ts";
+import { statusBody } from "../scan/status-encoding.ts";
 
 /** Writes an error answer, unless headers already went out (then the response is cut). */
 function sendError(res: ServerResponse, code: number, contentType: string, body: string): void {

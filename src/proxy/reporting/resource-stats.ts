@@ -9,12 +9,12 @@
  * folded into the totals at every scrape and snapshot, and its remainder
  * when it ends, so a scrape reads what has crossed the proxy so far.
  */
-import { recordedPoint, type ProxyFiltering } from "./filtering.ts";
+import { recordedPoint, type ProxyFiltering } from "../request/filtering.ts";
 import type { ProxyMetrics, Verdict } from "./metrics.ts";
-import { RecentKeys } from "./recent.ts";
-import { contains, type Range } from "../shard/range.ts";
-import { entryOf } from "../map-entry.ts";
-import type { ListFilterStats, WatchFilterStats } from "./scan/filter-contract.ts";
+import { RecentKeys } from "./recent-keys.ts";
+import { contains, type Range } from "../../shard/range.ts";
+import { entryOf } from "../../map-entry.ts";
+import type { ListFilterStats, WatchFilterStats } from "../scan/filter-contract.ts";
 
 /** Per-resource tallies, for the demo, the debug endpoint and tests. */
 export interface ResourceStats {

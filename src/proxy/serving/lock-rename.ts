@@ -5,9 +5,9 @@
  * `<name>-<shard identity>` on the way up and back on the way down, so each
  * replica leads its own shard. Pure functions; the proxy does the I/O.
  */
-import { joinSegments, pathSegments } from "../kube/request-path.ts";
-import type { LockSpec } from "../settings/lock.ts";
-import { lenHeader, WireReader, WIRE_LEN, hasMagic } from "./scan/proto-wire.ts";
+import { joinSegments, pathSegments } from "../../kube/request-path.ts";
+import type { LockSpec } from "../../settings/lock.ts";
+import { lenHeader, WireReader, WIRE_LEN, hasMagic } from "../scan/proto-wire.ts";
 
 // The lock's spelling and parser belong to the pod settings (src/settings/lock.ts).
 export type { LockSpec };

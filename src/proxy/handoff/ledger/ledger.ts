@@ -1,7 +1,7 @@
 /**
  * The proxy's side of a ring handoff as a pure state machine, in the shape
  * of `src/ring/handoff.ts`: `step(ledger, event, now, policy) → { ledger,
- * effects }`. The shell (`src/proxy/ledger-shell.ts`) reads the clock once
+ * effects }`. The shell (`src/proxy/handoff/ledger-driver.ts`) reads the clock once
  * per event, steps, and carries the effects out; nothing here reads a
  * clock, sets a timer, draws a random number or does I/O
  * (test/proxy/ledger-purity.test.ts).
@@ -70,7 +70,7 @@
  * narrowed never reads the DELETEDs; an empty first table is reported while
  * held caches keep what a previous process gave them.
  */
-import { equal, ratio } from "../../shard/range.ts";
+import { equal, ratio } from "../../../shard/range.ts";
 import { jitterDelay } from "./jitter.ts";
 import { deferredNarrowing, planNarrowing, type NarrowingContext } from "./narrowing.ts";
 import { releaseAt } from "./quiet.ts";

@@ -4,7 +4,7 @@
  * per response, and for what open lists and watches stream (bytes, events),
  * at every scrape (see `beforeScrape`).
  */
-import { Counter, Gauge, Registry } from "../prom.ts";
+import { Counter, Gauge, Registry } from "../../prom.ts";
 
 /**
  * Whether the apiserver filtered a sharded list: `confirmed` (shardInfo

@@ -1,7 +1,7 @@
 /**
  * The proxy for a controller that shards parents and their owner-keyed
  * children together in ring mode: two {@link ShardProxy} groups behind one
- * handler, each enforcing its own ranges, moved in the order staging.ts
+ * handler, each enforcing its own ranges, moved in the order handoff/two-stage-ranges.ts
  * decides (children gain first, parents lose first), so the controller never
  * caches a parent without the children it already has.
  *
@@ -18,10 +18,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { formatResources } from "../shard/spec.ts";
-import { classify, indexResources, type ResourceIndex } from "./classify.ts";
+import { classify, indexResources, type ResourceIndex } from "./request/classify.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
 import { ShardProxy, type HandoffView, type ResourceStats, type ShardProxyOptions } from "./server.ts";
-import { initialStaging, step, type StageGroup, type StagingEvent, type StagingState } from "./staging.ts";
+import { initialStaging, step, type StageGroup, type StagingEvent, type StagingState } from "./handoff/two-stage-ranges.ts";
 
 /** What the listener and the admin endpoint need of a proxy. */
 export interface ShardHandler {
@@ -91,7 +91,7 @@ class StagedShardProxy implements ShardHandler {
   }
 }
 
-/** The shell of staging.ts: follows the source, feeds each group its view, and reports back to the source. */
+/** The shell of handoff/two-stage-ranges.ts: follows the source, feeds each group its view, and reports back to the source. */
 class Staging {
   readonly #source: OwnershipSource;
   readonly #listeners: Record<StageGroup, Set<(next: Ownership, prev: Ownership) => void>> = { owners: new Set(), dependents: new Set() };

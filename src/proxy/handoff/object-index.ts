@@ -2,7 +2,7 @@
  * What each controller cache holds, as far as the proxy delivered it: the
  * index behind narrowing without a relist (docs/rings.md, "Narrowing without
  * a relist"). Only objects: which caches owe a relist, resume points and
- * epochs are the handoff ledger's (`src/proxy/ledger/`).
+ * epochs are the handoff ledger's (`src/proxy/handoff/ledger/`).
  *
  * A *lineage* is one cache's view of a resource (see `lineageKey`). Lists
  * and watches of a lineage feed its index through taps on their output. The
@@ -19,10 +19,10 @@
  * first hash), so the index never derives a key itself: `leaving()` tests
  * exactly what the filter matched.
  */
-import { HashMatcher, type Range } from "../shard/range.ts";
-import type { DeliveredObject, TapSink } from "./scan/tap.ts";
+import { HashMatcher, type Range } from "../../shard/range.ts";
+import type { DeliveredObject, TapSink } from "../scan/tap.ts";
 import type { TypeMeta } from "./synthetic-delete.ts";
-import { entryOf } from "../map-entry.ts";
+import { entryOf } from "../../map-entry.ts";
 
 /**
  * How the index learns whether a snapshot had its lineage to itself: the

@@ -7,11 +7,11 @@
  * older one). The annotation tells a curious controller author where it came
  * from: a relist would have produced the same delete notification.
  */
-import type { Encoding } from "./accept.ts";
-import { META_ANNOTATIONS, META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "./scan/proto-object.ts";
-import { envelope, typeMeta, watchEventFrame } from "./scan/proto-frames.ts";
-import { lenField, stringField } from "./scan/proto-wire.ts";
-import type { DeliveredObject } from "./scan/tap.ts";
+import type { Encoding } from "../request/accept.ts";
+import { META_ANNOTATIONS, META_NAME, META_NAMESPACE, META_RESOURCE_VERSION, META_UID, OBJECT_META_FIELD } from "../scan/proto-object.ts";
+import { envelope, typeMeta, watchEventFrame } from "../scan/proto-frames.ts";
+import { lenField, stringField } from "../scan/proto-wire.ts";
+import type { DeliveredObject } from "../scan/tap.ts";
 
 export const SYNTHETIC_DELETE_ANNOTATION = "shardcar.io/synthetic-delete";
 const ANNOTATION_VALUE = "left-this-shard";

@@ -2,7 +2,7 @@
  * Which open watches may narrow in place at a range change, and which must
  * end with 410 instead (docs/rings.md, "Narrowing without a relist"). Pure.
  */
-import { difference, type Range } from "../../shard/range.ts";
+import { difference, type Range } from "../../../shard/range.ts";
 import type { ReadMap } from "./pmap.ts";
 import { isBusy, type Busy } from "./records.ts";
 import type { LineageKey, LineageRecord, NarrowFacts, OpenWatch } from "./types.ts";

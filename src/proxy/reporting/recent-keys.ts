@@ -4,8 +4,8 @@
  * `/debug/shardcar?key=<uid or namespace>`): the shard keys of the last watch
  * events each resource's filters passed. Bounded; no clock, no I/O.
  */
-import { fnv1a64Into } from "../shard/hash.ts";
-import { HashMatcher, type Range } from "../shard/range.ts";
+import { fnv1a64Into } from "../../shard/hash.ts";
+import { HashMatcher, type Range } from "../../shard/range.ts";
 
 // A canary is checked within seconds of its creation; 4096 events per
 // resource covers that even at thousands of events a second, and costs

@@ -2,7 +2,7 @@
  * I4, who owes a relist at a range change, and I2, which resumes are
  * refused: each decided by one function, which says why. Pure.
  */
-import { difference, type Range } from "../../shard/range.ts";
+import { difference, type Range } from "../../../shard/range.ts";
 import { quietBoundMs } from "./quiet.ts";
 import type { Busy } from "./records.ts";
 import { consume } from "./resume.ts";

@@ -6,8 +6,8 @@
  * unconfigured resources, exec/attach/port-forward upgrades) passes through
  * untouched. A pure function of method, URL and configuration.
  */
-import { joinSegments, pathSegments } from "../kube/request-path.ts";
-import type { ShardedResource } from "../shard/spec.ts";
+import { joinSegments, pathSegments } from "../../kube/request-path.ts";
+import type { ShardedResource } from "../../shard/spec.ts";
 
 export type PassthroughReason =
   | "method"

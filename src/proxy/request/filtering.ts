@@ -5,11 +5,11 @@
  * apiserver honours. Pure, apart from reading the slot count the caller
  * hands in.
  */
-import type { Range } from "../shard/range.ts";
-import { slotOfValue } from "../shard/slots.ts";
-import type { ResourceKey } from "../shard/slots.ts";
+import type { Range } from "../../shard/range.ts";
+import { slotOfValue } from "../../shard/slots.ts";
+import type { ResourceKey } from "../../shard/slots.ts";
 import { rewriteQuery, type RewriteResult } from "./rewrite.ts";
-import { SlotStarts } from "./scan/object-key.ts";
+import { SlotStarts } from "../scan/object-key.ts";
 
 export type ProxyFiltering =
   | { readonly mode: "shardselector" }

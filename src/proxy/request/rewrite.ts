@@ -11,12 +11,12 @@
  * - labels mode, any key: `<slot label> in (<owned slots>)` ANDed with the
  *   controller's own label selector, which every apiserver honours.
  */
-import { SelectorSyntaxError } from "../errors.ts";
-import { intersect, normalize, type Range } from "../shard/range.ts";
-import { canonicalSelector, parseSelector } from "../shard/selector.ts";
-import { slotLabelSelector, slotsOfRanges, type ResourceKey } from "../shard/slots.ts";
-import { slotsToRanges } from "../shard/table.ts";
-import type { ObjectKey } from "./scan/object-key.ts";
+import { SelectorSyntaxError } from "../../errors.ts";
+import { intersect, normalize, type Range } from "../../shard/range.ts";
+import { canonicalSelector, parseSelector } from "../../shard/selector.ts";
+import { slotLabelSelector, slotsOfRanges, type ResourceKey } from "../../shard/slots.ts";
+import { slotsToRanges } from "../../shard/table.ts";
+import type { ObjectKey } from "../scan/object-key.ts";
 
 /**
  * No shard range can express "nothing", and an absent selector means

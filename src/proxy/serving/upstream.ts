@@ -7,9 +7,9 @@
  * credentials and never attaches its own.
  */
 import type * as http from "node:http";
-import { http as nodeHttp } from "../node-builtins.ts";
+import { http as nodeHttp } from "../../node-builtins.ts";
 import * as https from "node:https";
-import { ConfigError } from "../errors.ts";
+import { ConfigError } from "../../errors.ts";
 
 export interface Upstream {
   readonly url: URL;

@@ -1,5 +1,5 @@
 /**
- * The one place the handoff ledger (`src/proxy/ledger/`) meets time and
+ * The one place the handoff ledger (`src/proxy/handoff/ledger/`) meets time and
  * I/O: it reads the clock once per event, steps the ledger, keeps the one
  * wake-up timer the ledger asks for, and hands every other effect to the
  * proxy to carry out.
@@ -10,9 +10,12 @@
  * runs inside another and every step sees the ledger its predecessor left.
  * An event may be given as a function, built when its turn comes: a range
  * change's facts about the streams must be of the moment it is stepped.
+ *
+ * The ledger's shell (`LedgerShell`). Tests drive the pure ledger the same
+ * way without time or I/O (test/proxy/support/ledger-driver.ts).
  */
-import type { Clock } from "../clock.ts";
-import type { Logger } from "../log.ts";
+import type { Clock } from "../../clock.ts";
+import type { Logger } from "../../log.ts";
 import { step } from "./ledger/ledger.ts";
 import { NO_FACTS, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type StepResult } from "./ledger/types.ts";
 

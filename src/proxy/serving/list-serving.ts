@@ -8,16 +8,16 @@
 import type { ServerResponse } from "node:http";
 import type { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream";
-import type { Fallback } from "../settings/pod-settings.ts";
-import { HashMatcher, type Range } from "../shard/range.ts";
-import type { Encoding } from "./accept.ts";
-import { createJsonListFilter } from "./scan/json-list-filter.ts";
-import { createJsonListTap } from "./scan/json-tap.ts";
-import { createProtoListFilter } from "./scan/proto-list-filter.ts";
-import { createProtoListTap } from "./scan/proto-tap.ts";
-import type { ObjectKey } from "./scan/object-key.ts";
-import type { ListFilterStats } from "./scan/filter-contract.ts";
-import type { TapSink } from "./scan/tap.ts";
+import type { Fallback } from "../../settings/pod-settings.ts";
+import { HashMatcher, type Range } from "../../shard/range.ts";
+import type { Encoding } from "../request/accept.ts";
+import { createJsonListFilter } from "../scan/json-list-filter.ts";
+import { createJsonListTap } from "../scan/json-tap.ts";
+import { createProtoListFilter } from "../scan/proto-list-filter.ts";
+import { createProtoListTap } from "../scan/proto-tap.ts";
+import type { ObjectKey } from "../scan/object-key.ts";
+import type { ListFilterStats } from "../scan/filter-contract.ts";
+import type { TapSink } from "../scan/tap.ts";
 import { sendStatus } from "./status.ts";
 
 /** What a list's tap reports to; `finish` runs once the list was delivered whole. */
