@@ -1,5 +1,5 @@
 /**
- * Drives the pure handoff ledger (src/proxy/ledger/) as the proxy's shell
+ * Drives the pure handoff ledger (src/proxy/handoff/ledger/) as the proxy's shell
  * does, with no I/O and no real time: events are stepped in order, each
  * `narrow` effect is confirmed with a `narrowed` event right after the
  * step's other effects (as the shell's queue does), and time passes only by

@@ -1,5 +1,5 @@
 /**
- * The scripted apiserver of the narrowing race tests (test/proxy/review*-narrowing.test.ts):
+ * The scripted apiserver of the narrowing race tests (test/proxy/handoff/review*-narrowing.test.ts):
  * the real ShardProxy in front of an upstream whose LIST and WATCH answers and
  * timing a test controls, and the small clients that drive it.
  */

@@ -4,7 +4,7 @@
  * effects }`. The shell (`src/proxy/handoff/ledger-driver.ts`) reads the clock once
  * per event, steps, and carries the effects out; nothing here reads a
  * clock, sets a timer, draws a random number or does I/O
- * (test/proxy/ledger-purity.test.ts).
+ * (test/proxy/handoff/ledger-purity.test.ts).
  *
  * The ledger answers: which caches may still hold old ranges (owe a
  * relist), when a generation may be reported applied, which resumes must
@@ -16,7 +16,7 @@
  * epoch (resume.ts).
  *
  * Invariants, each kept by one function (each has rows named after it in
- * test/proxy/ledger.test.ts; test/proxy/ledger-property.test.ts checks
+ * test/proxy/handoff/ledger.test.ts; test/proxy/handoff/ledger-property.test.ts checks
  * I1-I3 and I8 against a model of the caches after every random step):
  *
  * I1 Applied means rebuilt (`settle`): `applied(g)` names the current
