@@ -1,3 +1,4 @@
+/** The handoff ledger (src/proxy/handoff/ledger/) stays pure: no clock, no timer, no randomness, no I/O, read from its source. */
 import t from "tap";
 import { readdirSync, readFileSync } from "node:fs";
 

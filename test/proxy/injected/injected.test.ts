@@ -1,3 +1,4 @@
+/** The sidecar's half of in-pod transparency (src/proxy/injected/): the shared service-account files, the pod-local CA and the serving certificate. */
 import t from "tap";
 import { X509Certificate } from "node:crypto";
 import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, symlink, unlink, writeFile } from "node:fs/promises";

@@ -1,3 +1,4 @@
+/** Which requests are sharded (src/proxy/request/classify.ts), with paths read as the apiserver reads them. */
 import t from "tap";
 import { classify, indexResources, readsNoBody } from "../../../src/proxy/request/classify.ts";
 import { parseResources } from "../../../src/shard/spec.ts";

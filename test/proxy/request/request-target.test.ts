@@ -1,3 +1,4 @@
+/** The request target routed on is the one forwarded (src/proxy/request/request-target.ts). */
 import t from "tap";
 import { readRequestTarget } from "../../../src/proxy/request/request-target.ts";
 

@@ -1,3 +1,4 @@
+/** What the apiserver is asked to filter by (src/proxy/request/rewrite.ts), in shardselector and labels mode. */
 import t from "tap";
 import { MATCH_NOTHING_LABEL_SELECTOR, rewriteQuery } from "../../../src/proxy/request/rewrite.ts";
 import { makeRange, shardRange } from "../../../src/shard/range.ts";

@@ -1,3 +1,4 @@
+/** Per-shard leader election's renaming of the lock (src/proxy/serving/lock-rename.ts): paths, JSON and protobuf bodies. */
 import t from "tap";
 import { matchLockRequest, renameJson, renameProto, renamedLock } from "../../../src/proxy/serving/lock-rename.ts";
 import { parseLockSpec } from "../../../src/settings/lock.ts";
