@@ -43,7 +43,7 @@
  *   S4_NS ("8,32"), S4_CLIENTS ("proxies,direct"), S4_WRITES (per window),
  *   S4_RATE, S4_OBJECTS, S4_ROUNDS, S4_IDLE_MS, S4_BYTES override the sizes.
  */
-import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "../../src/proxy/filtering.ts";
+import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "../../src/proxy/request/filtering.ts";
 import { HashMatcher } from "../../src/shard/range.ts";
 import { slotAlignedRanges, slotLabelKey, slotOfValue, slotsOfRanges } from "../../src/shard/slots.ts";
 import { parseShardSpec, staticRanges } from "../../src/shard/spec.ts";

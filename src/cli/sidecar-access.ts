@@ -14,8 +14,8 @@ import { fs } from "../node-builtins.ts";
 import type { ApiClient } from "../kube/client.ts";
 import { connectionFor, describeSource, inClusterAccess, loadKubeAccess, readKubeconfig, type KubeAccess } from "../kube/config.ts";
 import type { Logger } from "../log.ts";
-import type { AdminOptions } from "../proxy/admin.ts";
-import { makeUpstream, type Upstream } from "../proxy/upstream.ts";
+import type { AdminOptions } from "../proxy/reporting/admin.ts";
+import { makeUpstream, type Upstream } from "../proxy/serving/upstream.ts";
 import { UsageError } from "./flags.ts";
 import { selfSignedTls } from "./serving-tls.ts";
 
@@ -67,7 +67,7 @@ export async function ringClient(access: SidecarAccess, log: Logger): Promise<Ap
 }
 
 /**
- * Who may read the admin listener (src/proxy/admin.ts). `--metrics-auth`
+ * Who may read the admin listener (src/proxy/reporting/admin.ts). `--metrics-auth`
  * asks the apiserver with the sidecar's own identity, the one its ring
  * member uses, and serves the listener over TLS.
  */

@@ -5,11 +5,11 @@
  */
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type ObjectCache, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
-import type { ProxyFiltering } from "../proxy/filtering.ts";
+import type { ProxyFiltering } from "../proxy/request/filtering.ts";
 import { StaticOwnership, type OwnershipSource } from "../shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../proxy/run.ts";
 import type { Fallback } from "../settings/pod-settings.ts";
-import { makeUpstream } from "../proxy/upstream.ts";
+import { makeUpstream } from "../proxy/serving/upstream.ts";
 import type { ShardedResource } from "../shard/spec.ts";
 import { createLocalCa } from "../pki/ca.ts";
 

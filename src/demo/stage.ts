@@ -15,7 +15,7 @@ import { fnv1a64 } from "../shard/hash.ts";
 import { contains, FULL_RANGE, ratio } from "../shard/range.ts";
 import { slotLabelKey } from "../shard/slots.ts";
 import { parseResources, type ShardedResource } from "../shard/spec.ts";
-import type { ProxyFiltering } from "../proxy/filtering.ts";
+import type { ProxyFiltering } from "../proxy/request/filtering.ts";
 import { DEPLOYMENTS, familyCensus, REPLICASETS } from "./families.ts";
 import type { DemoLabelSlots } from "./label-slots.ts";
 import { ParentChildController } from "./parent-child-controller.ts";

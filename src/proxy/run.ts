@@ -1,7 +1,7 @@
 /**
  * Assembles a running proxy: the loopback listener (HTTP or TLS) with its
- * front door (`front.ts`), the admin listener, metrics and the shard
- * handler (`staged.ts`: one ShardProxy, or two when owner-keyed children
+ * front door (`serving/front.ts`), the admin listener, metrics and the shard
+ * handler (`shard-handler.ts`: one ShardProxy, or two when owner-keyed children
  * must move in order with their parents). Used by
  * `shardcar proxy`, the demo, and end-to-end tests alike.
  */
@@ -13,12 +13,12 @@ import { http } from "../node-builtins.ts";
 import { Registry } from "../prom.ts";
 import { ConfigError } from "../errors.ts";
 import { formatBound } from "../shard/hash.ts";
-import { createAdminServer, type AdminOptions, type ReadinessCheck } from "./admin.ts";
-import { indexResources } from "./classify.ts";
-import { createFront } from "./front.ts";
-import { ProxyMetrics } from "./metrics.ts";
+import { createAdminServer, type AdminOptions, type ReadinessCheck } from "./reporting/admin.ts";
+import { indexResources } from "./request/classify.ts";
+import { createFront } from "./serving/front.ts";
+import { ProxyMetrics } from "./reporting/metrics.ts";
 import type { ShardProxyOptions } from "./server.ts";
-import { createShardHandler, type ShardHandler } from "./staged.ts";
+import { createShardHandler, type ShardHandler } from "./shard-handler.ts";
 
 export interface ListenAddress {
   readonly host: string;

@@ -5,13 +5,15 @@
  * everything else passes through http-proxy-3 untouched.
  *
  * This file routes requests and carries out the handoff ledger's effects.
- * The jobs live next to it: `routing.ts` (the ways upstream),
- * `lock-serving.ts` (the renamed leader-election lock), `list-serving.ts`
- * and `watch-serving.ts` (filtering responses), `accounting.ts` (stats and
- * metrics), `delivered.ts` (the object index), and the ledger
- * (`ledger/`, pure) with its shell (`ledger-shell.ts`): which caches owe a
- * relist, which resumes get 410, when a watch narrows in place and when a
- * generation is reported applied are decided there, never here.
+ * The jobs live next to it: `serving/routing.ts` (the ways upstream),
+ * `serving/lock-serving.ts` (the renamed leader-election lock),
+ * `serving/list-serving.ts` and `serving/watch-serving.ts` (filtering
+ * responses), `reporting/resource-stats.ts` (stats and metrics),
+ * `handoff/object-index.ts` (the object index), and the ledger
+ * (`handoff/ledger/`, pure) with its shell (`handoff/ledger-driver.ts`):
+ * which caches owe a relist, which resumes get 410, when a watch narrows in
+ * place and when a generation is reported applied are decided there, never
+ * here.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
@@ -21,29 +23,29 @@ import { monotonicClock } from "../clock.ts";
 import type { Logger } from "../log.ts";
 import { ratio, type Range } from "../shard/range.ts";
 import type { ShardedResource } from "../shard/spec.ts";
-import { encodingOf, filterableAccept, type Encoding } from "./accept.ts";
-import { Accounting, type LiveWatch, type OpenStream, type ResourceStats } from "./accounting.ts";
-import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./classify.ts";
-import { DeliveredIndex, ListSink, WatchSink } from "./delivered.ts";
-import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./filtering.ts";
-import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./ledger/ledger.ts";
-import { DEFAULT_POLICY, NO_FACTS, type LedgerEffect, type LedgerPolicy, type NarrowFacts, type Rid } from "./ledger/types.ts";
-import { describeOwed, type OwedView } from "./ledger/view.ts";
-import { LedgerShell, type ProxyClock } from "./ledger-shell.ts";
-import { isResumingWatch, isTrue, lineageKey } from "./lineage.ts";
-import { serveList, RvSink } from "./list-serving.ts";
+import { encodingOf, filterableAccept, type Encoding } from "./request/accept.ts";
+import { Accounting, type LiveWatch, type OpenStream, type ResourceStats } from "./reporting/resource-stats.ts";
+import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./request/classify.ts";
+import { DeliveredIndex, ListSink, WatchSink } from "./handoff/object-index.ts";
+import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./request/filtering.ts";
+import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./handoff/ledger/ledger.ts";
+import { DEFAULT_POLICY, NO_FACTS, type LedgerEffect, type LedgerPolicy, type NarrowFacts, type Rid } from "./handoff/ledger/types.ts";
+import { describeOwed, type OwedView } from "./handoff/ledger/view.ts";
+import { LedgerShell, type ProxyClock } from "./handoff/ledger-driver.ts";
+import { isResumingWatch, isTrue, lineageKey } from "./handoff/lineage.ts";
+import { serveList, RvSink } from "./serving/list-serving.ts";
 import type { Fallback } from "../settings/pod-settings.ts";
-import { matchLockRequest, renamedLock, type LockSpec } from "./lock-rename.ts";
-import { LockServing } from "./lock-serving.ts";
-import type { ProxyMetrics } from "./metrics.ts";
+import { matchLockRequest, renamedLock, type LockSpec } from "./serving/lock-rename.ts";
+import { LockServing } from "./serving/lock-serving.ts";
+import type { ProxyMetrics } from "./reporting/metrics.ts";
 import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
-import { createRoutes, endToEndHeaders, type Routes } from "./routing.ts";
-import { sendStatus } from "./status.ts";
+import { createRoutes, endToEndHeaders, type Routes } from "./serving/routing.ts";
+import { sendStatus } from "./serving/status.ts";
 import type { ObjectKey } from "./scan/object-key.ts";
-import type { Upstream } from "./upstream.ts";
-import { expireWatch, serveWatch, type ServedWatch } from "./watch-serving.ts";
+import type { Upstream } from "./serving/upstream.ts";
+import { expireWatch, serveWatch, type ServedWatch } from "./serving/watch-serving.ts";
 
-export type { ResourceStats } from "./accounting.ts";
+export type { ResourceStats } from "./reporting/resource-stats.ts";
 
 export interface ShardProxyOptions {
   readonly upstream: Upstream;

@@ -2,7 +2,7 @@
  * The controller's leader-election lock, as a pod names it
  * (`shardcar.io/leader-election`, `--leader-election`, preflight's
  * `--leader-election`): `leases/<name>`, `configmaps/<name>` or
- * `endpoints/<name>`. The proxy renames it per shard (src/proxy/lock-rename.ts).
+ * `endpoints/<name>`. The proxy renames it per shard (src/proxy/serving/lock-rename.ts).
  *
  * Pure: no I/O.
  */

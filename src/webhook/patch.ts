@@ -106,7 +106,7 @@ function injectInto(pod: JsonObject, plan: InjectionPlan): JsonObject {
   return pod;
 }
 
-/** Where the sidecar's admin listener answers the controller's preStop hook (src/proxy/admin.ts). */
+/** Where the sidecar's admin listener answers the controller's preStop hook (src/proxy/reporting/admin.ts). */
 export const PRESTOP_PATH = "/shardcar/prestop";
 
 /**

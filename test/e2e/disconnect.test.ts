@@ -8,7 +8,7 @@ import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { eventually } from "../support/cluster.ts";

@@ -10,7 +10,7 @@ import { startDevApi, seedPods } from "../../src/devapi/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";

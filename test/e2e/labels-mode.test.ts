@@ -10,7 +10,7 @@
  */
 import t from "tap";
 import { startDevApi, type DevApi } from "../../src/devapi/index.ts";
-import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
+import type { ProxyFiltering } from "../../src/proxy/request/filtering.ts";
 import { MutableOwnership, StaticOwnership } from "../../src/shard/ownership.ts";
 import { formatSlot, parseSlot, slotLabelKey, slotOfValue, slotsOfRanges } from "../../src/shard/slots.ts";
 import { parseResources } from "../../src/shard/spec.ts";

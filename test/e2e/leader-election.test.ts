@@ -10,7 +10,7 @@ import { silentLogger } from "../../src/log.ts";
 import { parseLockSpec } from "../../src/settings/lock.ts";
 import { StaticOwnership } from "../../src/shard/ownership.ts";
 import { startProxy } from "../../src/proxy/run.ts";
-import { makeUpstream } from "../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../src/proxy/serving/upstream.ts";
 import { shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";
 import { createLocalCa } from "../../src/pki/ca.ts";

@@ -10,7 +10,7 @@
  */
 import t from "tap";
 import { MutableOwnership } from "../../src/shard/ownership.ts";
-import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/synthetic-delete.ts";
+import { SYNTHETIC_DELETE_ANNOTATION } from "../../src/proxy/handoff/synthetic-delete.ts";
 import { fnv1a64 } from "../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../src/shard/range.ts";
 import { parseResources } from "../../src/shard/spec.ts";

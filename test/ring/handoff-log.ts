@@ -42,7 +42,7 @@ export const handoffLog = {
   },
 };
 
-/** A lineage key (src/proxy/delivered.ts lineageKey: a JSON array of path and selectors) as `path labelSelector=…`. */
+/** A lineage key (src/proxy/handoff/lineage.ts lineageKey: a JSON array of path and selectors) as `path labelSelector=…`. */
 function readableLineage(key: unknown): string {
   try {
     const [path, labels, fields, as] = JSON.parse(String(key)) as string[];

@@ -16,7 +16,7 @@ import { slotsToRanges } from "../../src/shard/table.ts";
 import { parseSlots } from "../../src/ring/table.ts";
 import { parseResources, type ShardedResource } from "../../src/shard/spec.ts";
 import { RingMember } from "../../src/ring/member.ts";
-import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
+import type { ProxyFiltering } from "../../src/proxy/request/filtering.ts";
 import { cacheContents, keyValue } from "../support/cluster.ts";
 import { clusterClock } from "../support/wait.ts";
 import { describeProxyHandoff, forgetReplica } from "./handoff-log.ts";

@@ -22,7 +22,7 @@
  */
 import { CustomObjectsApi, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
 import type { Test } from "tap";
-import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
+import type { ProxyFiltering } from "../../src/proxy/request/filtering.ts";
 import type { OwnershipSource } from "../../src/shard/ownership.ts";
 import { runCoordinator, type LeaderTask } from "../../src/ring/coordinator.ts";
 import { RingMember } from "../../src/ring/member.ts";

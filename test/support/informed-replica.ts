@@ -9,7 +9,7 @@
 import { CoreV1Api, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
 import { startReplicaProxy } from "../../src/demo/replica.ts";
 import { silentLogger } from "../../src/log.ts";
-import type { ProxyFiltering } from "../../src/proxy/filtering.ts";
+import type { ProxyFiltering } from "../../src/proxy/request/filtering.ts";
 import type { OwnershipSource } from "../../src/shard/ownership.ts";
 import type { RunningProxy } from "../../src/proxy/run.ts";
 import type { ShardedResource } from "../../src/shard/spec.ts";

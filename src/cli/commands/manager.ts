@@ -1,5 +1,5 @@
 import { switchFlags, valueFlags } from "../../flag-table.ts";
-import { createAdminServer, type AdminOptions } from "../../proxy/admin.ts";
+import { createAdminServer, type AdminOptions } from "../../proxy/reporting/admin.ts";
 import { Counter, Registry as PromRegistry } from "../../prom.ts";
 import { ApiClient } from "../../kube/client.ts";
 import { connectionFor, describeSource, loadKubeAccess } from "../../kube/config.ts";

@@ -11,7 +11,7 @@ import { createProtoListTap, createProtoWatchTap } from "../../../src/proxy/scan
 import { createProtoWatchFilter } from "../../../src/proxy/scan/proto-watch-filter.ts";
 import type { ObjectKey } from "../../../src/proxy/scan/object-key.ts";
 import type { DeliveredObject, Tap, TapSink } from "../../../src/proxy/scan/tap.ts";
-import { SYNTHETIC_DELETE_ANNOTATION, syntheticDelete } from "../../../src/proxy/synthetic-delete.ts";
+import { SYNTHETIC_DELETE_ANNOTATION, syntheticDelete } from "../../../src/proxy/handoff/synthetic-delete.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
 import { contains, FULL_RANGE, HashMatcher, shardRange } from "../../../src/shard/range.ts";
 import { chunksOf } from "../../support/streams.ts";

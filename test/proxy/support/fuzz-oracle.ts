@@ -11,7 +11,7 @@
  *   own to the newest, since a watch lives across range changes). A DELETED
  *   is judged against every generation up to the newest: the proxy names in
  *   synthetic DELETEDs what its index says a cache of the lineage may hold,
- *   a superset by design (src/proxy/delivered.ts), and a resumed watch's
+ *   a superset by design (src/proxy/handoff/object-index.ts), and a resumed watch's
  *   cache was filled under generations older than the watch's own. A
  *   DELETED empties a cache of an object; it never puts one in.
  */

@@ -1,13 +1,13 @@
 /**
- * Drives the pure handoff ledger (src/proxy/ledger/) as the proxy's shell
+ * Drives the pure handoff ledger (src/proxy/handoff/ledger/) as the proxy's shell
  * does, with no I/O and no real time: events are stepped in order, each
  * `narrow` effect is confirmed with a `narrowed` event right after the
  * step's other effects (as the shell's queue does), and time passes only by
  * `advance`, which fires a `tick` exactly at each wake the ledger asked for
  * (so a bound that was never scheduled never fires: that is a stall).
  */
-import { initialLedger, openWatchesOf, step } from "../../../src/proxy/ledger/ledger.ts";
-import { DEFAULT_POLICY, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type NarrowFacts, type Rid } from "../../../src/proxy/ledger/types.ts";
+import { initialLedger, openWatchesOf, step } from "../../../src/proxy/handoff/ledger/ledger.ts";
+import { DEFAULT_POLICY, type Ledger, type LedgerEffect, type LedgerEvent, type LedgerPolicy, type NarrowFacts, type Rid } from "../../../src/proxy/handoff/ledger/types.ts";
 import { FULL_RANGE, shardRange, type Range } from "../../../src/shard/range.ts";
 
 export const T0 = 1_000_000;

@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy, type ProxyConfig, type RunningProxy } from "../../../src/proxy/run.ts";
-import { makeUpstream } from "../../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../../src/proxy/serving/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import { parseResources } from "../../../src/shard/spec.ts";
 

@@ -4,7 +4,7 @@
  * wait for ranges, the restart window) pass in no time and exactly, so no
  * test sleeps against them.
  */
-import type { ProxyClock } from "../../../src/proxy/ledger-shell.ts";
+import type { ProxyClock } from "../../../src/proxy/handoff/ledger-driver.ts";
 
 export class ManualClock implements ProxyClock {
   #now: number;

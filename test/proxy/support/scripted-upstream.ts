@@ -1,5 +1,5 @@
 /**
- * The scripted apiserver of the narrowing race tests (test/proxy/review*-narrowing.test.ts):
+ * The scripted apiserver of the narrowing race tests (test/proxy/handoff/review*-narrowing.test.ts):
  * the real ShardProxy in front of an upstream whose LIST and WATCH answers and
  * timing a test controls, and the small clients that drive it.
  */
@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import { silentLogger } from "../../../src/log.ts";
 import { MutableOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy } from "../../../src/proxy/run.ts";
-import { makeUpstream } from "../../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../../src/proxy/serving/upstream.ts";
 import { HashMatcher, shardRange, type Range } from "../../../src/shard/range.ts";
 import { parseResources } from "../../../src/shard/spec.ts";
 import { ManualClock } from "./manual-clock.ts";

@@ -14,7 +14,7 @@ import type { Test } from "tap";
 import { silentLogger } from "../../../src/log.ts";
 import { StaticOwnership } from "../../../src/shard/ownership.ts";
 import { startProxy, type RunningProxy } from "../../../src/proxy/run.ts";
-import { makeUpstream } from "../../../src/proxy/upstream.ts";
+import { makeUpstream } from "../../../src/proxy/serving/upstream.ts";
 import type { Range } from "../../../src/shard/range.ts";
 import { parseResources, parseShardSpec, staticRanges } from "../../../src/shard/spec.ts";
 import { createLocalCa } from "../../../src/pki/ca.ts";

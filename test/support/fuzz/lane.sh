@@ -23,7 +23,7 @@ trap 'rm -f "$out"' EXIT
 # tap runs with the plugins package.json names only once rebuilt for them
 # (as npm test does first): this lane works as the first command after npm ci.
 tap build >/dev/null || { echo "fuzz: tap build failed"; echo "fuzz: 0 passed, 1 failed, 0 skipped"; exit 1; }
-tap --disable-coverage --jobs=2 --timeout=$((secs * 2 + 600)) test/proxy/fuzz.test.ts test/webhook/fuzz.test.ts test/webhook/label-fuzz.test.ts 2>&1 | tee "$out"
+tap --disable-coverage --jobs=2 --timeout=$((secs * 2 + 600)) test/proxy/serving/fuzz.test.ts test/webhook/fuzz.test.ts test/webhook/label-fuzz.test.ts 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 summary=$(grep -aE '^# \{ total: [0-9]+' "$out" | tail -n 1)
 pass=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); pass=${pass:-0}
