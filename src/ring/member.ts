@@ -21,55 +21,14 @@ import { equal, ratio, type Range } from "../shard/range.ts";
 import { slotsToRanges } from "../shard/table.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { follow, type Held } from "./handoff.ts";
-import { describe, isConflict, ringApiClient, type RingApiAccess, isFencedHolder, isNotFound, LeaseApi, microTime, RingApi, timeOf, watchObjects, decodeRing, type Lease, type RingObject } from "./kube.ts";
+import { describe, isConflict, ringApiClient, isNotFound, LeaseApi, RingApi, watchObjects, decodeRing, type Lease, type RingObject } from "./kube.ts";
+import { mayTake, memberLeaseBody } from "./member-lease.ts";
 import { memberMetrics, type MemberMetrics } from "./metrics.ts";
-import { APPLIED_ANNOTATION, HANDOFF_ANNOTATION, LEAVING_ANNOTATION, MEMBER_ANNOTATION, memberLeaseName, RING_LABEL, SLOTS_ANNOTATION } from "./names.ts";
-import { decodeSpec, decodeTables, formatSlots, type HandoffMode, type RingTables } from "./table.ts";
-import type { RingShellOptions } from "./shell-options.ts";
+import { checkMemberTimings, DEFAULT_MEMBER_TIMINGS, type MemberTimings, type RingMemberOptions } from "./member-options.ts";
+import { memberLeaseName } from "./names.ts";
+import { decodeSpec, decodeTables, formatSlots, type RingTables } from "./table.ts";
 
-export interface MemberTimings {
-  /** Written to the Lease; the leader treats the member as expired this long after its last renewal. */
-  readonly leaseDurationSeconds: number;
-  /** Without a successful renewal for this long, the member fences itself (enforces nothing). Must be below the lease duration. */
-  readonly renewDeadlineMs: number;
-  /** Time between renewals. Must be below the renew deadline, so a failed renewal can be retried before it. */
-  readonly retryPeriodMs: number;
-}
-
-// client-go's leader-election defaults (15 s / 10 s / 2 s): tolerant of a
-// slow API server, and a crash costs at most ~15 s plus one relist.
-export const DEFAULT_MEMBER_TIMINGS: MemberTimings = Object.freeze({ leaseDurationSeconds: 15, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 });
-
-/** Throws {@link ConfigError} unless retry period < renew deadline < lease duration. */
-export function checkMemberTimings(t: MemberTimings): void {
-  if (!Number.isInteger(t.leaseDurationSeconds) || t.leaseDurationSeconds < 1) {
-    throw new ConfigError("--lease-duration", `lease duration must be a whole number of seconds ≥ 1 (Lease.spec.leaseDurationSeconds is an integer), got ${t.leaseDurationSeconds}`);
-  }
-  if (!(t.renewDeadlineMs > 0 && t.renewDeadlineMs < t.leaseDurationSeconds * 1000)) {
-    throw new ConfigError("--renew-deadline", `renew deadline (${t.renewDeadlineMs} ms) must be positive and below the lease duration (${t.leaseDurationSeconds} s): a member must fence itself before the leader may take its Lease over`);
-  }
-  if (!(t.retryPeriodMs > 0 && t.retryPeriodMs < t.renewDeadlineMs)) {
-    throw new ConfigError("--retry-period", `retry period (${t.retryPeriodMs} ms) must be positive and below the renew deadline (${t.renewDeadlineMs} ms)`);
-  }
-}
-
-/**
- * `client`: the sidecar's own (its identity, never the controller's), what
- * `shardcar proxy` passes, so a sidecar never loads client-node for its ring.
- */
-export interface RingMemberOptions extends RingApiAccess, RingShellOptions {
-  /** The pod's namespace: the Lease and the ShardRing live there. */
-  readonly namespace: string;
-  /** The ring's name (`shardcar.io/ring`, default the owning workload). */
-  readonly ring: string;
-  /** The member's name: the pod name. Stable across container restarts. */
-  readonly member: string;
-  /** The pod's `shardcar.io/handoff`, written on the Lease as a hint for a ring the leader has yet to create. */
-  readonly mode?: HandoffMode | undefined;
-  readonly timings?: Partial<MemberTimings> | undefined;
-  /** How long {@link RingMember.leave} waits for the table to drop this member before it leaves anyway. Default 2 min. */
-  readonly leaveTimeoutMs?: number | undefined;
-}
+export { checkMemberTimings, DEFAULT_MEMBER_TIMINGS, type MemberTimings, type RingMemberOptions } from "./member-options.ts";
 
 const LIFECYCLE = { New: "new", Running: "running", Leaving: "leaving", Stopped: "stopped" } as const;
 type Lifecycle = (typeof LIFECYCLE)[keyof typeof LIFECYCLE];
@@ -358,15 +317,8 @@ export class RingMember implements OwnershipSource {
       await this.#acquired(await this.#leases.create(this.#o.namespace, this.#body(undefined, sentAt)), sentAt);
       return;
     }
-    const holder = cur.spec?.holderIdentity ?? "";
-    const renewed = timeOf(cur.spec?.renewTime);
-    const expired = renewed === undefined || renewed + (cur.spec?.leaseDurationSeconds ?? 0) * 1000 < sentAt;
-    // Free to take: released, fenced by the leader, expired, or held by an
-    // earlier incarnation of this very pod (which cannot still be running:
-    // a pod name is unique, and a container restart ends the old process).
-    const free = holder === "" || holder === this.#identity || isFencedHolder(holder) || holder.startsWith(`${this.#o.member}/`) || expired;
-    if (!free) {
-      this.#log.info({ holder }, "member Lease is held by someone else; waiting for it to expire");
+    if (!mayTake(cur, this.#identity, this.#o.member, sentAt)) {
+      this.#log.info({ holder: cur.spec?.holderIdentity ?? "" }, "member Lease is held by someone else; waiting for it to expire");
       return;
     }
     await this.#acquired(await this.#leases.replace(this.#o.namespace, this.#body(cur, sentAt)), sentAt);
@@ -418,35 +370,18 @@ export class RingMember implements OwnershipSource {
   }
 
   #body(base: Lease | undefined, now: number): Lease {
-    const holderChanged = base?.spec?.holderIdentity !== this.#identity;
-    const annotations: Record<string, string> = {
-      ...base?.metadata?.annotations,
-      [MEMBER_ANNOTATION]: this.#o.member,
-      [APPLIED_ANNOTATION]: String(this.#applied),
-      [SLOTS_ANNOTATION]: formatSlots(this.#slots),
-    };
-    if (this.#leaving) annotations[LEAVING_ANNOTATION] = "true";
-    else delete annotations[LEAVING_ANNOTATION];
-    if (this.#o.mode !== undefined) annotations[HANDOFF_ANNOTATION] = this.#o.mode;
-    return {
-      apiVersion: "coordination.k8s.io/v1",
-      kind: "Lease",
-      metadata: {
-        ...base?.metadata,
-        name: this.#leaseName,
-        namespace: this.#o.namespace,
-        labels: { ...base?.metadata?.labels, [RING_LABEL]: this.#o.ring },
-        annotations,
-      },
-      spec: {
-        ...base?.spec,
-        holderIdentity: this.#identity,
-        leaseDurationSeconds: this.#t.leaseDurationSeconds,
-        renewTime: microTime(now),
-        acquireTime: holderChanged ? microTime(now) : (base?.spec?.acquireTime ?? microTime(now)),
-        leaseTransitions: (base?.spec?.leaseTransitions ?? 0) + (holderChanged && base !== undefined ? 1 : 0),
-      },
-    };
+    return memberLeaseBody(base, {
+      identity: this.#identity,
+      leaseName: this.#leaseName,
+      namespace: this.#o.namespace,
+      ring: this.#o.ring,
+      member: this.#o.member,
+      applied: this.#applied,
+      slots: this.#slots,
+      leaving: this.#leaving,
+      mode: this.#o.mode,
+      leaseDurationSeconds: this.#t.leaseDurationSeconds,
+    }, now);
   }
 
   // ---- following the ring -------------------------------------------------
