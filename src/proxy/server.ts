@@ -20,9 +20,9 @@ import type { Duplex } from "node:stream";
 import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { monotonicClock } from "../clock.ts";
-import type { Logger } from "../log.ts";
 import { ratio, type Range } from "../shard/range.ts";
-import type { ShardedResource } from "../shard/spec.ts";
+import type { HandoffView, ShardProxyOptions } from "./proxy-options.ts";
+import { resourceId, type Exchange, type Sent } from "./exchange.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./request/accept.ts";
 import { Accounting, type LiveWatch, type OpenStream, type ResourceStats } from "./reporting/resource-stats.ts";
 import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./request/classify.ts";
@@ -30,146 +30,20 @@ import { DeliveredIndex, ListSink, WatchSink } from "./handoff/object-index.ts";
 import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./request/filtering.ts";
 import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./handoff/ledger/ledger.ts";
 import { DEFAULT_POLICY, NO_FACTS, type LedgerEffect, type LedgerPolicy, type NarrowFacts, type Rid } from "./handoff/ledger/types.ts";
-import { describeOwed, type OwedView } from "./handoff/ledger/view.ts";
+import { describeOwed } from "./handoff/ledger/view.ts";
 import { LedgerShell, type ProxyClock } from "./handoff/ledger-driver.ts";
 import { isResumingWatch, isTrue, lineageKey } from "./handoff/lineage.ts";
 import { serveList, RvSink } from "./serving/list-serving.ts";
-import type { Fallback } from "../settings/pod-settings.ts";
-import { matchLockRequest, renamedLock, type LockSpec } from "./serving/lock-rename.ts";
+import { matchLockRequest, renamedLock } from "./serving/lock-rename.ts";
 import { LockServing } from "./serving/lock-serving.ts";
-import type { ProxyMetrics } from "./reporting/metrics.ts";
-import type { Ownership, OwnershipSource } from "../shard/ownership.ts";
+import type { Ownership } from "../shard/ownership.ts";
 import { createRoutes, endToEndHeaders, type Routes } from "./serving/routing.ts";
 import { sendStatus } from "./serving/status.ts";
-import type { ObjectKey } from "./scan/object-key.ts";
-import type { Upstream } from "./serving/upstream.ts";
-import { expireWatch, serveWatch, type ServedWatch } from "./serving/watch-serving.ts";
+import { expireWatch, serveWatch } from "./serving/watch-serving.ts";
 
 export type { ResourceStats } from "./reporting/resource-stats.ts";
 
-export interface ShardProxyOptions {
-  readonly upstream: Upstream;
-  readonly resources: readonly ShardedResource[];
-  readonly ownership: OwnershipSource;
-  readonly fallback: Fallback;
-  readonly logger: Logger;
-  readonly metrics: ProxyMetrics;
-  /** How the apiserver is asked to filter (see filtering.ts). Default shardselector. */
-  readonly filtering?: ProxyFiltering;
-  /** Minimum gap between synthetic bookmarks on one watch. Default 1 s. */
-  readonly bookmarkIntervalMs?: number;
-  /** Forced relists after a range change are spread over this window. Default 0. */
-  readonly relistJitterMs?: number;
-  /**
-   * Narrow without a relist: keep an index of what each controller cache was
-   * delivered, and when the ranges only shrink, send synthetic DELETED events
-   * for the objects leaving them instead of ending the watch with 410. For
-   * ownership that changes (ring mode); static shards never narrow. Default false.
-   */
-  readonly syntheticDeletes?: boolean;
-  /**
-   * While the ownership has never had a generation (a ring member that has
-   * not been given its slots yet), hold sharded requests up to this long
-   * instead of answering them for an empty shard. The controller's first
-   * LIST is then its real one, not an empty list followed by a relist (P7).
-   * Default 0 (serve at once).
-   */
-  readonly waitForRangesMs?: number;
-  /**
-   * When the ranges change, a lineage that never watched and holds nothing
-   * of older ranges (a LIST cut, or one under the current ranges) and was
-   * used this recently may be an informer about to WATCH: the generation
-   * waits for it, but no longer than this (a one-off LIST has no watch to
-   * follow). Default 5000 ms.
-   */
-  readonly betweenListAndWatchMs?: number;
-  /**
-   * The same bound for a lineage that has watched (a reflector), or whose
-   * newest cache is of older ranges (an informer may still be reading that
-   * LIST): how long it may have nothing open and still be coming back to
-   * relist or resume. Reflectors wait up to a minute (client-go's post-410
-   * backoff, jittered; client-node's wait between LIST and WATCH), and
-   * client-node parses a big list for seconds on a loaded machine.
-   * Default 65000 ms.
-   */
-  readonly watcherQuietMs?: number;
-  /** Largest single list item or watch event accepted from upstream. Default 16 MiB. */
-  readonly maxItemBytes?: number;
-  /**
-   * With fallback=fail, how much of a list without shardInfo is held back
-   * while deciding whether the server filtered it. Default 64 MiB.
-   */
-  readonly failBufferBytes?: number;
-  /** Seeds the relist jitter. Default Math.random. */
-  readonly random?: () => number;
-  /** Told of every request that did not reach the upstream (`shardcar proxy` probes it again: upstream-probe.ts). */
-  readonly upstreamFailed?: (err: Error) => void;
-  /** The time and timers the handoff ledger runs on. Default: the system clock. */
-  readonly clock?: ProxyClock;
-  /**
-   * TEST-ONLY, never set in production and not reachable from any flag: the
-   * watch filter keeps every event, as a proxy that forgot to filter watches
-   * would. Exists so `npm run test:real` can show it catches such a proxy.
-   */
-  readonly unsafeSkipWatchFilter?: boolean;
-  /**
-   * Per-shard leader election: the controller's lock is renamed to
-   * `<name>-<identity>` in paths and create bodies, and back in responses.
-   */
-  readonly lock?: { readonly spec: LockSpec; readonly identity: string };
-}
-
-/** See {@link ShardProxy.handoff}. */
-export interface HandoffView {
-  readonly generation: number;
-  readonly epoch: number;
-  /** The generation was reported applied (or none was announced since start). */
-  readonly applied: boolean;
-  /** Lineages that owe a relist before it is. */
-  readonly owed: readonly string[];
-  readonly narrowing: readonly string[];
-  /** Requests held for the first ranges. */
-  readonly held: number;
-  /** Each owed lineage in detail: how long owed, what is open or in flight, when its quiet bound ends. */
-  readonly waiting: readonly OwedView[];
-}
-
-/** A sharded request as it was sent upstream. */
-interface Sent {
-  readonly generation: number;
-  readonly query: URLSearchParams;
-  readonly ranges: readonly Range[];
-  readonly sentSelector: string | undefined;
-  /** What the filters read to place an object. */
-  readonly objectKey: ObjectKey;
-  /** The server was given nothing to filter by (owner key, shardselector mode): the verdict is the proxy's. */
-  readonly proxyFilters: boolean;
-}
-
-/** One sharded request, from arrival until its response (a watch: its stream) is over. */
-interface Exchange {
-  readonly rid: Rid;
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  readonly kind: "list" | "watch";
-  readonly request: ResourceRequest;
-  /** The sharded resource's id (`pods`, `widgets.example.com`). */
-  readonly resource: string;
-  readonly lineage: string;
-  /** The proxy's own answer, when the request cannot be served (bad selector, Accept). */
-  readonly early: { readonly status: number; readonly message: string } | undefined;
-  /** Set by `send`: the generation its response is stamped with, and what it was rewritten to (rewrite.ts). */
-  sent: Sent | undefined;
-  /** A WATCH answered upstream, waiting for the ledger to serve or expire it. */
-  answered: { readonly body: Readable; readonly encoding: Encoding; readonly headers: Record<string, string | string[]>; readonly sink: WatchSink | undefined } | undefined;
-  watch: ServedWatch | undefined;
-  /** A LIST response is being served: its `list-done` (not the client's close) is its last event. */
-  listing: boolean;
-}
-
-function resourceId(r: ShardedResource): string {
-  return r.group === "" ? r.resource : `${r.resource}.${r.group}`;
-}
+export type { HandoffView, ShardProxyOptions } from "./proxy-options.ts";
 
 export class ShardProxy {
   readonly #opts: ShardProxyOptions;
