@@ -234,7 +234,14 @@ export class RingMember implements OwnershipSource {
       this.#leaveDeadline = this.#clock.now() + (this.#o.leaveTimeoutMs ?? 120_000);
       this.#kick();
     }
-    const settled = new Promise<void>((resolve) => (this.#leaveSettled = resolve));
+    // Chained, so a second waiter (a step aside, then the leave at SIGTERM) never strands the first.
+    const before = this.#leaveSettled;
+    const settled = new Promise<void>((resolve) => {
+      this.#leaveSettled = () => {
+        before();
+        resolve();
+      };
+    });
     this.#checkLeft();
     const timeout = new AbortController();
     const left = Math.max(0, (this.#leaveDeadline ?? this.#clock.now()) - this.#clock.now());
