@@ -21,6 +21,7 @@ import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { monotonicClock } from "../clock.ts";
 import { ratio, type Range } from "../shard/range.ts";
+import type { DeliveredObject } from "./scan/tap.ts";
 import type { HandoffView, ShardProxyOptions } from "./proxy-options.ts";
 import { resourceId, type Exchange, type Sent } from "./exchange.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./request/accept.ts";
@@ -337,7 +338,10 @@ export class ShardProxy {
         // A controller's own shardSelector still applies: the new ranges, within it.
         const rw = ex === undefined ? undefined : rewriteFor(ex.request.query, ex.request.resource.key, ranges, this.#filtering);
         rv = rw?.ok === true ? ex?.watch?.narrow(rw.ranges, leaving) : undefined;
-        if (ex !== undefined && rv !== undefined) this.#accounting.narrowed(ex.resource, leaving.length);
+        if (ex !== undefined && rv !== undefined) {
+          this.#accounting.narrowed(ex.resource, leaving.length);
+          this.#index.find(lineage)?.recordNarrowing(rv, leaving);
+        }
       } catch (err) {
         rv = undefined;
         this.#opts.logger.error({ err: err instanceof Error ? err.message : String(err), rid, lineage }, "narrowing a watch failed; it relists instead");
@@ -446,6 +450,13 @@ export class ShardProxy {
     };
   }
 
+  /** What a watch resuming a cache of `lineage` must delete again first (see `LineageIndex.leftSince`). */
+  #resendFor(lineage: string, query: URLSearchParams, ranges: readonly Range[]): readonly DeliveredObject[] {
+    const rv = query.get("resourceVersion");
+    if (this.#opts.syntheticDeletes !== true || !isResumingWatch(query) || rv === null) return [];
+    return this.#index.find(lineage)?.leftSince(rv, ranges) ?? [];
+  }
+
   #serveWatch(rid: Rid): void {
     const ex = this.#exchanges.get(rid);
     const a = ex?.answered;
@@ -468,7 +479,9 @@ export class ShardProxy {
       maxItemBytes: this.#opts.maxItemBytes,
       unsafeSkipWatchFilter: this.#opts.unsafeSkipWatchFilter === true,
       sink: a.sink,
+      resendDeletes: this.#resendFor(ex.lineage, sent.query, sent.ranges),
       onInitialEventsEnd: () => this.#shell.dispatch({ type: "initial-events-end", rid }),
+      onResent: (deletes) => this.#accounting.resentDeletes(ex.resource, deletes),
       onStart: (stats) => {
         open = this.#accounting.streamStarted("watch", ex.resource, stats);
       },

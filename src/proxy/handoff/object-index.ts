@@ -44,6 +44,21 @@ interface Entry extends DeliveredObject {
   stamp: number;
 }
 
+/** Narrowings a lineage keeps for resumes (see {@link LineageIndex.recordNarrowing}). */
+export const KEPT_NARROWINGS = 4;
+
+/**
+ * Whether a cache at resourceVersion `rv` may predate an event stamped `at`:
+ * true when `rv` is at or before `at`. Kubernetes calls resourceVersions
+ * opaque, but every apiserver backed by etcd gives decimal integers; for any
+ * other form only equality is known.
+ */
+export function atOrBefore(rv: string, at: string): boolean {
+  if (rv === at) return true;
+  if (!/^[0-9]+$/.test(rv) || !/^[0-9]+$/.test(at)) return false;
+  return rv.length < at.length || (rv.length === at.length && rv < at);
+}
+
 /** One lineage's delivered objects. */
 export class LineageIndex {
   /** A complete snapshot went through this proxy since the index was last dropped. */
@@ -53,6 +68,8 @@ export class LineageIndex {
   #clock = 0;
   /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
   #chain: { start: number; token: string } | undefined;
+  /** The newest narrowings, oldest first: the objects each sent DELETEDs for, at the resourceVersion they carried. */
+  #narrowings: { rv: string; objects: readonly DeliveredObject[] }[] = [];
 
   get size(): number {
     return this.#objects.size;
@@ -85,6 +102,8 @@ export class LineageIndex {
   completeSnapshot(start: number): void {
     for (const [id, e] of this.#objects) if (e.stamp < start) this.#objects.delete(id);
     this.complete = true;
+    // The lineage's one cache was rebuilt: it resumes from the snapshot's resourceVersion, after every narrowing.
+    this.#narrowings = [];
   }
 
   /** Continues a paginated snapshot; the page answering `token` resumes it. */
@@ -102,6 +121,37 @@ export class LineageIndex {
     this.#objects.clear();
     this.complete = false;
     this.#chain = undefined;
+    this.#narrowings = [];
+  }
+
+  /**
+   * A watch was narrowed: DELETEDs for `objects`, stamped `rv`, were written
+   * to its client. Writing is not reading: a client cut before it read them
+   * (its connection reset, its inactivity timer firing in the same turn)
+   * resumes from `rv` or from an earlier event, its cache still holding
+   * them, and nothing would ever delete them. So the index keeps them, for
+   * {@link leftSince}.
+   */
+  recordNarrowing(rv: string, objects: readonly DeliveredObject[]): void {
+    if (objects.length === 0) return;
+    this.#narrowings = [...this.#narrowings, { rv, objects }].slice(-KEPT_NARROWINGS);
+  }
+
+  /**
+   * Objects a narrowing sent DELETEDs for at or after resourceVersion `rv`,
+   * still outside `ranges`: what a cache resuming from `rv` may hold
+   * although it must not. A DELETED for an object a cache does not hold is
+   * a no-op for informers (client-go's DeltaFIFO, client-node's cache), so
+   * sending them again on the resumed watch is safe.
+   */
+  leftSince(rv: string, ranges: readonly Range[]): DeliveredObject[] {
+    const m = new HashMatcher(ranges);
+    const out = new Map<string, DeliveredObject>();
+    for (const n of this.#narrowings) {
+      if (!atOrBefore(rv, n.rv)) continue;
+      for (const o of n.objects) if (!m.matchesParts(o.keyHi, o.keyLo) && !this.#objects.has(`${o.namespace}/${o.name}`)) out.set(`${o.namespace}/${o.name}`, o);
+    }
+    return [...out.values()];
   }
 
   /** Indexed objects whose key (as the tap read it) is outside `ranges`, in no particular order. */

@@ -27,6 +27,7 @@ export class ProxyMetrics {
   readonly forcedRelists: Counter<"resource">;
   readonly narrowedWatches: Counter<"resource">;
   readonly syntheticDeletes: Counter<"resource">;
+  readonly resentDeletes: Counter<"resource">;
   readonly fallbackRefusals: Counter<"resource">;
   readonly unlabelled: Counter<"resource">;
   readonly streamErrors: Counter<"resource" | "class">;
@@ -55,6 +56,7 @@ export class ProxyMetrics {
     this.forcedRelists = counter("shardcar_proxy_forced_relists_total", ["resource"], "Watches ended with 410 Expired because the owned ranges changed.");
     this.narrowedWatches = counter("shardcar_proxy_narrowed_watches_total", ["resource"], "Watches narrowed in place when the owned ranges shrank (synthetic DELETEDs instead of a forced relist).");
     this.syntheticDeletes = counter("shardcar_proxy_synthetic_deletes_total", ["resource"], "DELETED events synthesised for delivered objects that left the owned ranges.");
+    this.resentDeletes = counter("shardcar_proxy_synthetic_deletes_resent_total", ["resource"], "Synthetic DELETED events sent again to a resuming watch, whose client may not have read a narrowing's.");
     this.fallbackRefusals = counter("shardcar_proxy_fallback_refusals_total", ["resource"], "Sharded lists answered 503 because the server did not filter and fallback=fail.");
     this.unlabelled = counter("shardcar_proxy_unlabelled_total", ["resource"], "Labels mode: list items and watch events dropped because the object had no readable slot label (it is in no shard's cache).");
     this.streamErrors = counter("shardcar_proxy_stream_errors_total", ["resource", "class"], "Responses ended with an error (unparsable or truncated upstream body).");

@@ -31,6 +31,8 @@ export interface ResourceStats {
   /** Watches narrowed in place (synthetic DELETEDs instead of a relist). */
   narrowedWatches: number;
   syntheticDeletes: number;
+  /** DELETEDs sent again to resuming watches (see `LineageIndex.leftSince`). */
+  resentDeletes: number;
   errors: number;
   lastVerdict?: Verdict;
 }
@@ -189,6 +191,12 @@ export class Accounting {
     this.metrics.syntheticDeletes.inc({ resource: id }, deletes);
   }
 
+  /** DELETEDs a resuming watch was sent again: its client may never have read a narrowing's. */
+  resentDeletes(id: string, deletes: number): void {
+    this.#for(id).resentDeletes += deletes;
+    this.metrics.resentDeletes.inc({ resource: id }, deletes);
+  }
+
   fallbackRefused(id: string): void {
     this.metrics.fallbackRefusals.inc({ resource: id });
   }
@@ -232,7 +240,7 @@ export class Accounting {
   #for(id: string): ResourceStats {
     let s = this.#stats.get(id);
     if (s === undefined) {
-      s = { lists: 0, watches: 0, upstreamBytes: 0, clientBytes: 0, itemsKept: 0, itemsDropped: 0, eventsPassed: 0, eventsDropped: 0, syntheticBookmarks: 0, forcedRelists: 0, narrowedWatches: 0, syntheticDeletes: 0, errors: 0 };
+      s = { lists: 0, watches: 0, upstreamBytes: 0, clientBytes: 0, itemsKept: 0, itemsDropped: 0, eventsPassed: 0, eventsDropped: 0, syntheticBookmarks: 0, forcedRelists: 0, narrowedWatches: 0, syntheticDeletes: 0, resentDeletes: 0, errors: 0 };
       this.#stats.set(id, s);
     }
     return s;

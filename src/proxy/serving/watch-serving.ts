@@ -67,7 +67,15 @@ export interface WatchServing {
   readonly unsafeSkipWatchFilter: boolean;
   /** The delivery tap's sink (synthetic deletes on); made before the ledger records the watch open. */
   readonly sink: WatchSink | undefined;
+  /**
+   * A resuming watch: objects whose DELETEDs an earlier watch of its lineage
+   * wrote at or after the resume point, which its client may never have
+   * read (`LineageIndex.leftSince`). They are sent again first.
+   */
+  readonly resendDeletes: readonly DeliveredObject[];
   readonly onInitialEventsEnd: () => void;
+  /** DELETEDs of `resendDeletes` were sent. */
+  readonly onResent: (deletes: number) => void;
   /** The filter exists: `stats` is what it counts, updated in place while the stream runs. Called before any byte moves. */
   readonly onStart: (stats: WatchFilterStats) => void;
   readonly onEnd: (end: WatchEnd) => void;
@@ -126,6 +134,13 @@ export function serveWatch(o: WatchServing): ServedWatch {
       return filter.narrow(matcherFor(ranges), events) ? resumeAt : undefined;
     },
   };
+  // Stamped with the resume point itself: a client cut again right after
+  // them must resume from where the upstream stream starts, not later.
+  const type = sink?.typeMetaOf;
+  if (o.resendDeletes.length > 0 && isResumingWatch(q) && rv !== null && type !== undefined) {
+    filter.narrow(matcherFor(o.ranges), o.resendDeletes.map((obj) => syntheticDelete(o.encoding, type, obj, rv)));
+    o.onResent(o.resendDeletes.length);
+  }
   if (watchList) {
     // A watch-list is a relist: done once its initial events are through.
     filter.once(INITIAL_EVENTS_END, () => {

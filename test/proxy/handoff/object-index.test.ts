@@ -5,7 +5,7 @@
  * is open is the ledger's to say (`WatchPresence`); here a stub says it.
  */
 import t from "tap";
-import { DeliveredIndex, ListSink, WatchSink, type WatchPresence } from "../../../src/proxy/handoff/object-index.ts";
+import { atOrBefore, DeliveredIndex, KEPT_NARROWINGS, ListSink, WatchSink, type WatchPresence } from "../../../src/proxy/handoff/object-index.ts";
 import type { DeliveredObject } from "../../../src/proxy/scan/tap.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../../src/shard/range.ts";
@@ -144,4 +144,45 @@ t.test("drop() forgets a lineage's index; the ledger orders it for idle and evic
   index.drop("k");
   t.notOk(index.trusted("k"), "the next narrowing of this lineage relists");
   t.equal(index.indexed(), 0);
+});
+
+t.test("atOrBefore(): a resume point at or before a narrowing's resourceVersion; only equality for a form that is not a decimal integer", async (t) => {
+  t.ok(atOrBefore("10", "10"));
+  t.ok(atOrBefore("9", "10"), "by number, not by string: 9 < 10");
+  t.notOk(atOrBefore("11", "10"));
+  t.notOk(atOrBefore("100", "99"));
+  t.ok(atOrBefore("abc", "abc"));
+  t.notOk(atOrBefore("abc", "abd"), "an opaque form is never ordered");
+  t.notOk(atOrBefore("", "10"));
+});
+
+t.test("leftSince(): what a cache resuming at or before a narrowing may still hold, outside the ranges, and nothing the index holds again", async (t) => {
+  const index = new DeliveredIndex(presence());
+  const list = new ListSink(index, "k", undefined);
+  const random = rng(11);
+  const hex = (): string => Math.floor(random() * 2 ** 32).toString(16).padStart(8, "0");
+  const objs = Array.from({ length: 40 }, (_, i) => pod(`p${i}`, "ns", `${hex()}-${hex()}`));
+  for (const o of objs) list.upsert(o);
+  list.typeMeta("v1", "Pod");
+  list.finish();
+  const l = index.find("k");
+  if (l === undefined) return t.fail("premise: indexed");
+  const low = [shardRange(0, 2)];
+  const leaving = l.leaving(low);
+  t.ok(leaving.length > 0 && leaving.length < objs.length, "premise: objects on both sides");
+  for (const o of leaving) l.remove(o.namespace, o.name);
+  l.recordNarrowing("20", leaving);
+  const names = (xs: readonly DeliveredObject[]): string[] => xs.map((o) => o.name).sort();
+  t.same(names(l.leftSince("20", low)), names(leaving), "a resume from the narrowing's own resourceVersion: all of them");
+  t.same(names(l.leftSince("15", low)), names(leaving), "from an earlier one: all of them");
+  t.same(l.leftSince("21", low), [], "from a later one: its cache saw the narrowing");
+  t.same(l.leftSince("20", [FULL_RANGE]), [], "nothing the ranges hold again (its cache may hold them rightly)");
+  const back = leaving[0] as DeliveredObject;
+  l.upsert(back);
+  t.notOk(l.leftSince("20", low).some((o) => o.name === back.name), "nor an object delivered again since");
+  for (let i = 0; i < KEPT_NARROWINGS; i++) l.recordNarrowing(String(30 + i), [pod(`late${i}`)]);
+  t.same(l.leftSince("20", low).filter((o) => leaving.some((x) => x.name === o.name)), [], `only the newest ${KEPT_NARROWINGS} narrowings are kept`);
+  const relist = new ListSink(index, "k", undefined);
+  relist.finish();
+  t.same(l.leftSince("0", low), [], "a complete snapshot (the lineage's cache rebuilt) forgets them");
 });

@@ -23,7 +23,8 @@
  *   Q4  (pre-existing, kept by the watch-end record) a client that aborts its
  *       watch as the proxy narrows it never reads the synthetic DELETEDs, yet
  *       the watch-end record files its resume point under the new epoch: its
- *       re-watch is accepted and its cache keeps the leaving object
+ *       re-watch is accepted and its cache keeps the leaving object. Fixed
+ *       by sending the DELETEDs again on the resume (not by a relist)
  *
  * The ledger's side of each case is also a row of test/proxy/handoff/ledger.test.ts
  * (docs/testing.md maps them); these keep the shell's wiring honest. No test
@@ -34,7 +35,7 @@ import t from "tap";
 import { connect, type Socket } from "node:net";
 import { MutableOwnership } from "../../../src/shard/ownership.ts";
 import { FULL_RANGE } from "../../../src/shard/range.ts";
-import { uidIn, pod, listBody, get, type ClientWatch, watch, until, setup, LOW, HIGH } from "../support/scripted-upstream.ts";
+import { uidIn, pod, listBody, get, event, type ClientWatch, watch, until, setup, LOW, HIGH } from "../support/scripted-upstream.ts";
 
 const deletedCount = (w: ClientWatch): number => w.events.filter((e) => e.type === "DELETED").length;
 
@@ -123,11 +124,13 @@ t.test("Q3: inside the restart window, a second cache's resume from an RV this p
   w2.abort();
 });
 
-// Known, not fixed: the proxy cannot tell a client that aborted before
-// reading the DELETEDs (Q4) from one that read them and re-watched at once
-// (Q2, fixed); it needs the abort to land in the same turn as a ring change.
-// Kept as a todo so the race stays written down (docs/rings.md, "Costs").
-t.test("Q4: a client that aborts as its watch is narrowed never reads the DELETEDs; its re-watch is accepted under the new epoch", { todo: "indistinguishable from Q2 at the proxy; needs the abort in the same turn as the narrowing" }, async (t) => {
+// The proxy cannot tell a client that aborted before reading the DELETEDs
+// (Q4) from one that read them and re-watched at once (Q2): both resume
+// from the same resourceVersion. So it accepts the resume (no relist) and
+// sends the DELETEDs again first; for a client that read them they are
+// no-ops (client-go's DeltaFIFO and client-node's cache ignore a DELETE of
+// an object they do not hold).
+t.test("Q4: a client that aborts as its watch is narrowed is sent the DELETEDs again when it resumes, and keeps no object of the old ranges", async (t) => {
   const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
   const { f, proxy } = await setup(t, own);
   const x = pod("x", uidIn(LOW, HIGH, "x"), "5");
@@ -143,6 +146,49 @@ t.test("Q4: a client that aborts as its watch is narrowed never reads the DELETE
   await w.ended;
   t.equal(deletedCount(w), 0, "the client never processed z's DELETED (its cache: x, z; its RV: 10)");
   const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
-  t.equal(await w2.status, 410, "its re-watch from 10 must relist: its cache still holds z");
+  t.equal(await w2.status, 200, "its re-watch from 10 is accepted: no relist");
+  t.ok(await until(() => deletedCount(w2) === 1), "and z's DELETED comes first");
+  const d = w2.events.find((e) => e.type === "DELETED");
+  t.equal(d?.object.metadata?.name, "z", "for z, the object that left");
+  t.equal(d?.object.metadata?.resourceVersion, "10", "stamped with the resume point, not later");
+  t.equal(proxy.proxy.stats().get("pods")?.resentDeletes, 1, "counted as resent");
   w2.abort();
+});
+
+t.test("Q4: a client cut before it read the events ahead of a narrowing resumes from an older event and is still sent the DELETEDs", async (t) => {
+  const own = new MutableOwnership({ generation: 1, ranges: [FULL_RANGE] });
+  const { f, proxy, clock } = await setup(t, own);
+  const xUid = uidIn(LOW, HIGH, "x");
+  const x = pod("x", xUid, "5");
+  const z = pod("z", uidIn(HIGH, LOW, "z"), "7");
+  f.lists = [{ body: listBody([x, z], "10") }];
+  t.equal((await get(`${proxy.url}/api/v1/pods`)).status, 200, "informer LIST (cache: x, z)");
+  const w = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=10`);
+  t.ok(await until(() => f.watches.length === 1), "informer watching");
+  f.watches[0]?.write(event("MODIFIED", pod("x", xUid, "11")) + event("MODIFIED", pod("x", xUid, "12")));
+  t.ok(await until(() => w.events.length === 2), "x's MODIFIEDs at 11 and 12 went through");
+  own.set({ generation: 2, ranges: LOW });
+  t.ok(await until(() => deletedCount(w) === 1), "the narrowing's DELETED for z was written at 12");
+  f.watches[0]?.write(event("MODIFIED", pod("x", xUid, "13")));
+  t.ok(await until(() => w.events.length === 4), "and x's MODIFIED at 13 after it");
+  w.abort();
+  await w.ended;
+  // A client whose connection reset with 12, the DELETED and 13 still
+  // unread (in its socket buffer) resumes from 11, an event's
+  // resourceVersion: past the first minute's refusal window, the ledger
+  // places it at the lineage's newest epoch.
+  clock.advance(61_000);
+  const w2 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=11`);
+  t.equal(await w2.status, 200, "its re-watch from 11 is accepted");
+  t.ok(await until(() => deletedCount(w2) === 1), "z's DELETED is sent again");
+  t.equal(w2.events[0]?.object.metadata?.name, "z", "before anything the upstream replays");
+  t.equal(w2.events[0]?.object.metadata?.resourceVersion, "11", "stamped with the resume point");
+  const w3 = watch(`${proxy.url}/api/v1/pods?watch=true&resourceVersion=13`);
+  t.equal(await w3.status, 200, "a resume from after the narrowing is accepted");
+  t.ok(await until(() => f.watches.length === 3), "and served");
+  f.watches[2]?.write(event("MODIFIED", pod("x", xUid, "14")));
+  t.ok(await until(() => w3.events.length === 1), "x's next MODIFIED reaches it");
+  t.equal(deletedCount(w3), 0, "with nothing sent again before it: its cache saw the narrowing");
+  w2.abort();
+  w3.abort();
 });
