@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { request } from "node:http";
 import { createServer } from "node:net";
+import { setPriority } from "node:os";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { procMemory } from "./memory.ts";
@@ -115,6 +116,23 @@ export function start(name: string, cmd: string, args: readonly string[], env?: 
 export function forkTs(name: string, module: string | URL, args: readonly string[], execArgv: readonly string[] = []): Child {
   const path = module instanceof URL ? fileURLToPath(module) : module;
   return new Child(name, fork(path, args, { stdio: ["ignore", "pipe", "pipe", "ipc"], execArgv: [...execArgv] }));
+}
+
+/**
+ * The scheduling niceness of a bench's workload processes: the members and
+ * their controllers, next to the control plane (devapi, the manager). On a
+ * cluster the apiserver runs on nodes of its own; on this 2-core machine 64
+ * members would otherwise take its CPU away, and its Lease answers would
+ * time out because of the machine, not the ring. Niceness 10 weighs a
+ * process about a ninth of one at 0 (the kernel's CFS weights: 110 against
+ * 1024), so the workload competes with itself first.
+ */
+export const WORKLOAD_NICENESS = 10;
+
+/** Runs `child` below the control plane (see {@link WORKLOAD_NICENESS}); returns it. */
+export function asWorkload(child: Child): Child {
+  if (child.proc.pid !== undefined) setPriority(child.proc.pid, WORKLOAD_NICENESS);
+  return child;
 }
 
 /** Stops every child still running (bench teardown). */

@@ -15,6 +15,12 @@
  *   client-node informer runs) in one process, keeping each pod's identity
  *   only and reading LISTs as a stream (bench/children/reflector-fleet.ts).
  *
+ * - members and the fleet run at niceness 10 below devapi and the manager
+ *   (bench/lib/proc.ts, WORKLOAD_NICENESS): on a cluster the apiserver has
+ *   nodes of its own, and here 64 members starving it made Lease answers
+ *   time out, so the members fenced themselves because of the machine.
+ *   The rig is bench/lib/ring-rig.ts, shared with S5.
+ *
  * Steps: start (M members spawned at once, as a Deployment of M replicas
  * under a running manager), scale M → M+1, one member leaves (SIGTERM: the
  * proxy leaves the ring, then exits), one crashes (SIGKILL: no goodbye; the
@@ -44,157 +50,19 @@
  * Usage: node bench/macro/s1-ring-scale.ts [--quick]
  *   S1_MEMBERS, S1_PODS override the sizes.
  */
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { ApiClient, directConnection } from "../../src/kube/client.ts";
-import { silentLogger } from "../../src/log.ts";
-import { systemClock } from "../../src/ring/clock.ts";
-import { decodeRing, RingApi, watchObjects, type RingObject } from "../../src/ring/kube.ts";
 import { DEFAULT_MEMBER_TIMINGS } from "../../src/ring/member.ts";
 import { relistCost } from "../../src/ring/handoff.ts";
-import { decodeTables, DEFAULT_RELIST_BUDGET, type RingTables } from "../../src/ring/table.ts";
-import { formatBound } from "../../src/shard/hash.ts";
-import { canonicalSelector } from "../../src/shard/selector.ts";
-import { slotOfValue } from "../../src/shard/slots.ts";
-import { DEFAULT_SLOT_COUNT, slotsOf, slotsToRanges } from "../../src/shard/table.ts";
+import { DEFAULT_RELIST_BUDGET } from "../../src/ring/table.ts";
+import { slotsOf } from "../../src/shard/table.ts";
 import type { Bench, BenchResult } from "../lib/bench.ts";
 import { s1ListAgreement } from "../lib/gates.ts";
 import { MemorySampler, procMemory } from "../lib/memory.ts";
-import { ask, CLI, cpuMsOf, forkTs, httpGet, sleep, start, stopAll, type Child } from "../lib/proc.ts";
+import { cpuMsOf, httpGet, sleep, stopAll } from "../lib/proc.ts";
 import type { ListRecord } from "../children/reflector-fleet.ts";
+import { epoch, gainersOf, maxConcurrent, pool, RingRig, type Replica } from "../lib/ring-rig.ts";
 import { ETCD_OBJECT_LIMIT, largestFitting, ringObjectBytes } from "../lib/ring-status-size.ts";
-import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
-const FLEET = fileURLToPath(new URL("../children/reflector-fleet.ts", import.meta.url));
-const NS = "bench";
-const RING = "bench";
 const MB = 1024 * 1024;
-
-interface Replica {
-  readonly name: string;
-  readonly proxy: Child;
-  readonly url: string;
-  readonly admin: string;
-}
-
-interface Debug {
-  generation: number;
-  ranges: Array<{ start: string; end: string }>;
-  resources: { pods?: { lists: number } };
-}
-
-/** One status the ring watch delivered. */
-interface RingSeen {
-  /** Epoch ms. */
-  readonly at: number;
-  readonly bytes: number;
-  readonly tables: RingTables | undefined;
-}
-
-/** Copies a child's lines that match `re` to stderr, prefixed by its name. */
-function traceLines(child: Child, re: RegExp): void {
-  for (const st of [child.proc.stdout, child.proc.stderr]) st?.on("data", (b: Buffer) => {
-    for (const line of b.toString("utf8").split("\n")) if (re.test(line)) process.stderr.write(`${child.name}: ${line.slice(0, 400)}\n`);
-  });
-}
-
-const epoch = (): number => performance.timeOrigin + performance.now();
-
-function writeKubeconfig(tls: BenchTls, server: string, user: string): string {
-  const file = join(tls.dir, `kubeconfig-${user}.json`);
-  const kc = {
-    apiVersion: "v1",
-    kind: "Config",
-    clusters: [{ name: "devapi", cluster: { server, "certificate-authority": tls.caFile } }],
-    users: [{ name: "sidecar", user: { token: `bench-${user}` } }],
-    contexts: [{ name: "bench", context: { cluster: "devapi", user: "sidecar", namespace: NS } }],
-    "current-context": "bench",
-  };
-  writeFileSync(file, JSON.stringify(kc));
-  return file;
-}
-
-async function startProxy(name: string, kubeconfig: string, tls: BenchTls): Promise<Replica> {
-  const proxy = start(`proxy-${name}`, process.execPath, [
-    CLI,
-    "proxy",
-    "--kubeconfig",
-    kubeconfig,
-    "--resources",
-    "pods",
-    "--shards",
-    "ring",
-    "--ring",
-    RING,
-    "--pod-name",
-    name,
-    "--pod-namespace",
-    NS,
-    "--listen",
-    "127.0.0.1:0",
-    "--admin-listen",
-    "127.0.0.1:0",
-    "--tls-cert",
-    tls.certFile,
-    "--tls-key",
-    tls.keyFile,
-    "--log-level",
-    "info",
-  ]);
-  // S1_TRACE=1: what a member says of its Lease and its relists (stderr).
-  if (process.env["S1_TRACE"] === "1") traceLines(proxy, /fenc|renew|lease|expired|relist|wait-for-ranges|released|level":[45]0/i);
-  const m = await proxy.waitLine(/"msg":"proxy ready"/, 120_000);
-  const line = JSON.parse(m.input) as { url?: string; admin?: string };
-  if (line.url === undefined || line.admin === undefined) throw new Error(`proxy ready line without url/admin: ${m.input}`);
-  return { name, proxy, url: line.url, admin: line.admin };
-}
-
-async function debugOf(r: Replica): Promise<Debug | undefined> {
-  try {
-    return JSON.parse((await httpGet(`${r.admin}/debug/shardcar`, 10_000)).body) as Debug;
-  } catch {
-    return undefined;
-  }
-}
-
-/** `fn` over `items`, at most `limit` at a time. */
-async function pool<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      for (let i = next++; i < items.length; i = next++) out[i] = await fn(items[i] as T);
-    }),
-  );
-  return out;
-}
-
-const rangeKey = (rs: ReadonlyArray<{ start: string; end: string }>): string => rs.map((r) => `${r.start}-${r.end}`).join(",");
-
-/** Members that own a slot in `pending` they do not own in `committed`. */
-function gainersOf(t: RingTables): string[] {
-  const p = t.pending;
-  if (p === undefined) return [];
-  const out = new Set<string>();
-  p.owners.forEach((o, s) => {
-    if (o !== undefined && t.committed.owners[s] !== o) out.add(o);
-  });
-  return [...out].sort();
-}
-
-/** The most intervals open at one instant. */
-function maxConcurrent(intervals: ReadonlyArray<readonly [number, number]>): number {
-  const edges = intervals.flatMap(([a, b]) => [[a, 1] as const, [b, -1] as const]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
-  let open = 0;
-  let most = 0;
-  for (const [, d] of edges) {
-    open += d;
-    most = Math.max(most, open);
-  }
-  return most;
-}
 
 interface StepFigures {
   readonly step: string;
@@ -228,118 +96,18 @@ interface StepFigures {
 export const bench: Bench = async ({ quick }) => {
   const members = Number(process.env["S1_MEMBERS"] ?? (quick ? 16 : 64));
   const pods = Number(process.env["S1_PODS"] ?? (quick ? 20_000 : 200_000));
-  const slotCount = DEFAULT_SLOT_COUNT;
   const budget = DEFAULT_RELIST_BUDGET;
   const trace = process.env["S1_TRACE"] === "1";
   const benchStart = performance.now();
-  const tls = await benchTls("s1");
-  let ringWatch: { stop: () => void } | undefined;
+  const rig = new RingRig({ name: "S1", members, pods, trace });
   try {
-    // --- devapi, the store's pods per slot, the coordinator, the reflectors
-    const devapi = forkTs("devapi", DEVAPI, ["--pods", String(pods), "--cert", tls.certFile, "--key", tls.keyFile], ["--max-old-space-size=8192"]);
-    const ready = await ask<{ url: string }>(devapi, { type: "" }, "ready", 600_000);
-    const { uids } = await ask<{ uids: string[] }>(devapi, { type: "inventory" }, "inventory", 120_000);
-    const perSlot = Array.from({ length: slotCount }, () => 0);
-    for (const u of uids) perSlot[slotOfValue(u, slotCount)] = (perSlot[slotOfValue(u, slotCount)] ?? 0) + 1;
-    const kubeconfig = writeKubeconfig(tls, ready.url, "sidecar");
-    const fleet = forkTs("reflectors", FLEET, ["--ca", tls.caFile], ["--max-old-space-size=4096"]);
-    await ask(fleet, { type: "" }, "ready", 60_000);
-    // The manager as deployed (cert-manager mode: it reads tls.crt/tls.key from the bench's directory).
-    const coordinator = start(
-      "manager",
-      process.execPath,
-      [CLI, "manager", "--image", "shardcar:bench", "--cert-mode", "cert-manager", "--cert-dir", tls.dir, "--namespace", NS, "--webhook-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
-      { ...process.env, KUBECONFIG: writeKubeconfig(tls, ready.url, "manager") },
-    );
-    const metricsUrl = (await coordinator.waitLine(/serving metrics on (\S+)/, 60_000))[1] ?? "";
-    // S1_TRACE=1: the leader's own account of its terms and tables (stderr).
-    if (trace) traceLines(coordinator, /leader|abandon|refus|rebuil|step|lost|publish|commit|settl/i);
-
-    // "One list": what one member's share costs straight from devapi, with its shard selector.
-    const share = slotsToRanges(Array.from({ length: Math.ceil(slotCount / members) }, (_, i) => i), slotCount);
-    const probe = await ask<{ ms: number; items: number }>(fleet, { type: "probe", server: ready.url, token: "bench-probe", selector: canonicalSelector("uid", share) ?? "" }, "probe", 120_000);
-    // "One full list": what one unsharded replica pays to start (no selector).
-    const fullProbe = await ask<{ ms: number; items: number }>(fleet, { type: "probe", server: ready.url, token: "bench-probe", selector: "" }, "probe", 300_000);
-
-    // --- the ShardRing as the members see it, every write
-    const api = new ApiClient(directConnection({ server: ready.url, ca: tls.caPem, token: "bench-observer" }));
-    const seen: RingSeen[] = [];
-    let latest: RingSeen | undefined;
-    ringWatch = watchObjects<RingObject>({
-      api,
-      path: RingApi.path(NS),
-      list: () => new RingApi(api).list(NS),
-      decode: decodeRing,
-      clock: systemClock,
-      log: silentLogger(),
-      onChange: (objs) => {
-        const obj = objs.get(`${NS}/${RING}`);
-        if (obj === undefined) return;
-        const t = decodeTables(obj.status, slotCount);
-        latest = { at: epoch(), bytes: Buffer.byteLength(JSON.stringify(obj)), tables: t.ok ? t.value : undefined };
-        seen.push(latest);
-      },
-    });
-
-    const live = new Map<string, Replica>();
-    // One question to the fleet at a time: its replies carry no name, so two
-    // "add"s in flight could each take the other's "added".
-    let fleetTurn = Promise.resolve();
-    const askFleet = (msg: { type: string } & Record<string, unknown>, reply: string): Promise<void> => {
-      const turn = fleetTurn.then(() => ask(fleet, msg, reply, 10_000)).then(() => undefined);
-      fleetTurn = turn.catch(() => undefined);
-      return turn;
-    };
-    const join = async (name: string): Promise<Replica> => {
-      const r = await startProxy(name, kubeconfig, tls);
-      live.set(name, r);
-      await askFleet({ type: "add", name, server: r.url, token: `bench-${name}` }, "added");
-      return r;
-    };
-    const drop = async (name: string): Promise<void> => {
-      live.delete(name);
-      await askFleet({ type: "remove", name }, "removed");
-    };
-
-    /** Undefined once coverage is exact for the live members; else what is still missing. */
-    const unsettled = async (): Promise<string | undefined> => {
-      const t = latest?.tables;
-      if (t === undefined) return "no committed table";
-      if (t.pending !== undefined) return `generation ${t.pending.generation} pending (${gainersOf(t).length} gainers)`;
-      const names = [...live.keys()].sort();
-      const inTable = [...new Set(t.committed.owners.filter((o): o is string => o !== undefined))].sort();
-      if (inTable.join(",") !== names.join(",")) return `committed generation ${t.committed.generation} has ${inTable.length} members, ${names.length} live`;
-      const slots = Object.fromEntries(names.map((n) => [n, slotsOf(t.committed.owners, n)]));
-      const exact = await ask<{ wrong: Array<{ name: string; objects: number; outside: number; expected: number }> }>(fleet, { type: "exact", slotCount, members: slots, perSlot }, "exact", 60_000);
-      const w = exact.wrong[0];
-      if (w !== undefined) return `${exact.wrong.length} caches not exact, e.g. ${w.name}: ${w.objects} pods (${w.outside} outside its slots), expected ${w.expected}`;
-      const dbg = await pool([...live.values()], 8, async (r) => ({ r, d: await debugOf(r) }));
-      for (const { r, d } of dbg) {
-        if (d === undefined) return `${r.name}: no /debug/shardcar`;
-        if (d.generation !== t.committed.generation) return `${r.name}: proxy at generation ${d.generation}, committed ${t.committed.generation}`;
-        const want = slotsToRanges(slots[r.name] ?? [], slotCount).map((x) => ({ start: formatBound(x.start), end: formatBound(x.end) }));
-        if (rangeKey(d.ranges) !== rangeKey(want)) return `${r.name}: proxy enforces other ranges than its committed slots`;
-      }
-      return undefined;
-    };
-    const settle = async (what: string, timeoutMs: number): Promise<void> => {
-      const end = performance.now() + timeoutMs;
-      let why: string | undefined = "not checked";
-      const t0 = performance.now();
-      while (performance.now() < end) {
-        const was: string | undefined = why;
-        why = await unsettled();
-        // S1_TRACE=1: what coverage still waits for, each time it changes (stderr).
-        if (trace && why !== was) process.stderr.write(`S1 ${what} +${Math.round(performance.now() - t0)} ms: ${why ?? "exact"}\n`);
-        if (why === undefined) return;
-        await sleep(200);
-      }
-      const logs = [...live.values()].slice(0, 4).map((r) => `${r.name}:\n  ${r.proxy.lines.slice(-6).join("\n  ")}`);
-      throw new Error(`S1 ${what}: coverage not exact within ${timeoutMs / 1000} s: ${why}\ncoordinator:\n  ${coordinator.lines.slice(-10).join("\n  ")}\n${logs.join("\n")}`);
-    };
-
-    const podLists = async (): Promise<number> => (await ask<{ lists: number }>(devapi, { type: "stats" }, "stats", 30_000)).lists;
-    const proxyLists = async (): Promise<Map<string, number>> => new Map((await pool([...live.values()], 8, async (r) => [r.name, (await debugOf(r))?.resources.pods?.lists ?? 0] as const)).map(([n, v]) => [n, v]));
+    await rig.start();
+    const { coordinator, live, seen, probe, fullProbe, metricsUrl, slotCount } = rig;
+    const join = (name: string): Promise<Replica> => rig.join(name);
+    const drop = (name: string): Promise<void> => rig.drop(name);
+    const settle = (what: string, timeoutMs: number): Promise<void> => rig.settle(what, timeoutMs);
+    const podLists = (): Promise<number> => rig.podLists();
+    const proxyLists = (): Promise<Map<string, number>> => rig.proxyLists();
 
     const steps: StepFigures[] = [];
     /** Runs one step: `act`, then waits for exact coverage and gathers the step's figures. */
@@ -360,7 +128,7 @@ export const bench: Bench = async ({ quick }) => {
       await sleep(quick ? 1000 : 3000);
       const lists = (await podLists()) - listsBefore;
       const perAfter = await proxyLists();
-      const { lists: records } = await ask<{ lists: ListRecord[] }>(fleet, { type: "lists", since }, "lists", 30_000);
+      const { lists: records } = await rig.askFleet<{ lists: ListRecord[] }>({ type: "lists", since }, "lists", 30_000);
       const window = seen.filter((s) => s.at >= since && s.at <= until);
       const pendings = new Map<number, string[]>();
       for (const s of window) if (s.tables?.pending !== undefined) pendings.set(s.tables.pending.generation, gainersOf(s.tables));
@@ -576,9 +344,8 @@ export const bench: Bench = async ({ quick }) => {
     });
     return results;
   } finally {
-    ringWatch?.stop();
     await stopAll();
-    tls.remove();
+    rig.stop();
   }
 };
 
