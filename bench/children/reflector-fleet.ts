@@ -25,6 +25,10 @@
  *   cache against its member's slots, `perSlot` the store's pods per slot;
  * - `{ type: "lists", since }` → `{ type: "lists", lists: ListRecord[] }`:
  *   every LIST sent or still running at or after `since` (epoch ms);
+ * - `{ type: "inventory", uids }` → `{ type: "inventory" }`: every pod in the
+ *   store, for `uncovered`;
+ * - `{ type: "uncovered" }` → `{ type: "uncovered", pods }`: how many of the
+ *   inventory's pods are in no reflector's cache right now (S5);
  * - `{ type: "probe", server, token, selector }` → `{ type: "probe", ms, items }`:
  *   one LIST straight from devapi with that shard selector, timed.
  */
@@ -142,9 +146,23 @@ if (import.meta.main) {
     return s;
   };
 
+  let inventory: readonly string[] = [];
+
   process.on("message", (raw: unknown) => {
-    const m = raw as { type: string; name?: string; server?: string; token?: string; since?: number; slotCount?: number; members?: Record<string, number[]>; perSlot?: number[]; selector?: string };
+    const m = raw as { type: string; name?: string; server?: string; token?: string; since?: number; slotCount?: number; members?: Record<string, number[]>; perSlot?: number[]; selector?: string; uids?: string[] };
     switch (m.type) {
+      case "inventory":
+        inventory = m.uids ?? [];
+        process.send?.({ type: "inventory" });
+        return;
+      case "uncovered": {
+        const held = new Set<string>();
+        for (const r of reflectors.values()) for (const o of r.objects()) held.add(o.metadata.uid);
+        let pods = 0;
+        for (const u of inventory) if (!held.has(u)) pods++;
+        process.send?.({ type: "uncovered", pods });
+        return;
+      }
       case "add": {
         const name = m.name ?? "";
         reflectors.get(name)?.stop();

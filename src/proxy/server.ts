@@ -21,13 +21,12 @@ import { pipeline, Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { monotonicClock } from "../clock.ts";
 import { ratio, type Range } from "../shard/range.ts";
-import type { DeliveredObject } from "./scan/tap.ts";
 import type { HandoffView, ShardProxyOptions } from "./proxy-options.ts";
 import { resourceId, type Exchange, type Sent } from "./exchange.ts";
 import { encodingOf, filterableAccept, type Encoding } from "./request/accept.ts";
 import { Accounting, type LiveWatch, type OpenStream, type ResourceStats } from "./reporting/resource-stats.ts";
 import { classify, indexResources, readsNoBody, type ResourceIndex, type ResourceRequest } from "./request/classify.ts";
-import { DeliveredIndex, ListSink, WatchSink } from "./handoff/object-index.ts";
+import { DeliveredIndex, ListSink, WatchSink, atOrBefore, type Resend } from "./handoff/object-index.ts";
 import { rewriteFor, SHARDSELECTOR, type ProxyFiltering } from "./request/filtering.ts";
 import { initialLedger, openWatchesOf, RESUME_REFUSED, watchesOpenedOf } from "./handoff/ledger/ledger.ts";
 import { DEFAULT_POLICY, NO_FACTS, type LedgerEffect, type LedgerPolicy, type NarrowFacts, type Rid } from "./handoff/ledger/types.ts";
@@ -329,6 +328,9 @@ export class ShardProxy {
     // was decided on: an index no longer trusted cannot name what leaves.
     const trusted = this.#index.trusted(lineage);
     const leaving = this.#index.find(lineage)?.leaving(ranges) ?? [];
+    // One record per narrowing, at the newest resourceVersion its DELETEDs
+    // carried: a resume at or before it may have missed them.
+    let newest: string | undefined;
     for (const rid of rids) {
       // Every watch is confirmed, one that throws as refused: the ledger
       // waits for each, and a narrowing never confirmed has no timer.
@@ -340,7 +342,7 @@ export class ShardProxy {
         rv = rw?.ok === true ? ex?.watch?.narrow(rw.ranges, leaving) : undefined;
         if (ex !== undefined && rv !== undefined) {
           this.#accounting.narrowed(ex.resource, leaving.length);
-          this.#index.find(lineage)?.recordNarrowing(rv, leaving);
+          newest = newest === undefined || atOrBefore(newest, rv) ? rv : newest;
         }
       } catch (err) {
         rv = undefined;
@@ -349,6 +351,8 @@ export class ShardProxy {
         this.#shell.dispatch({ type: "narrowed", rid, ok: rv !== undefined, rv });
       }
     }
+    const type = this.#index.find(lineage)?.typeMeta;
+    if (newest !== undefined && type !== undefined) this.#index.recordNarrowing(lineage, newest, type, leaving);
   }
 
   // -------------------------------------------------------------------------
@@ -450,11 +454,11 @@ export class ShardProxy {
     };
   }
 
-  /** What a watch resuming a cache of `lineage` must delete again first (see `LineageIndex.leftSince`). */
-  #resendFor(lineage: string, query: URLSearchParams, ranges: readonly Range[]): readonly DeliveredObject[] {
+  /** What a watch resuming a cache of `lineage` must delete again first (see `DeliveredIndex.leftSince`). */
+  #resendFor(lineage: string, query: URLSearchParams, ranges: readonly Range[]): Resend | undefined {
     const rv = query.get("resourceVersion");
-    if (this.#opts.syntheticDeletes !== true || !isResumingWatch(query) || rv === null) return [];
-    return this.#index.find(lineage)?.leftSince(rv, ranges) ?? [];
+    if (this.#opts.syntheticDeletes !== true || !isResumingWatch(query) || rv === null) return undefined;
+    return this.#index.leftSince(lineage, rv, ranges);
   }
 
   #serveWatch(rid: Rid): void {

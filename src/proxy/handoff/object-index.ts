@@ -44,8 +44,22 @@ interface Entry extends DeliveredObject {
   stamp: number;
 }
 
-/** Narrowings a lineage keeps for resumes (see {@link LineageIndex.recordNarrowing}). */
+/** Narrowings kept per lineage for resumes (see {@link DeliveredIndex.recordNarrowing}). */
 export const KEPT_NARROWINGS = 4;
+/** Lineages whose narrowings are kept, the least recently narrowed forgotten first. */
+export const KEPT_NARROWED_LINEAGES = 256;
+
+interface KeptNarrowing {
+  readonly rv: string;
+  readonly type: TypeMeta;
+  readonly objects: readonly DeliveredObject[];
+}
+
+/** DELETEDs a resuming watch is sent again: the objects, and the kind their events name. */
+export interface Resend {
+  readonly type: TypeMeta;
+  readonly objects: readonly DeliveredObject[];
+}
 
 /**
  * Whether a cache at resourceVersion `rv` may predate an event stamped `at`:
@@ -68,8 +82,6 @@ export class LineageIndex {
   #clock = 0;
   /** A paginated LIST in progress: where its snapshot began, and the token of its next page. */
   #chain: { start: number; token: string } | undefined;
-  /** The newest narrowings, oldest first: the objects each sent DELETEDs for, at the resourceVersion they carried. */
-  #narrowings: { rv: string; objects: readonly DeliveredObject[] }[] = [];
 
   get size(): number {
     return this.#objects.size;
@@ -102,8 +114,6 @@ export class LineageIndex {
   completeSnapshot(start: number): void {
     for (const [id, e] of this.#objects) if (e.stamp < start) this.#objects.delete(id);
     this.complete = true;
-    // The lineage's one cache was rebuilt: it resumes from the snapshot's resourceVersion, after every narrowing.
-    this.#narrowings = [];
   }
 
   /** Continues a paginated snapshot; the page answering `token` resumes it. */
@@ -121,37 +131,11 @@ export class LineageIndex {
     this.#objects.clear();
     this.complete = false;
     this.#chain = undefined;
-    this.#narrowings = [];
   }
 
-  /**
-   * A watch was narrowed: DELETEDs for `objects`, stamped `rv`, were written
-   * to its client. Writing is not reading: a client cut before it read them
-   * (its connection reset, its inactivity timer firing in the same turn)
-   * resumes from `rv` or from an earlier event, its cache still holding
-   * them, and nothing would ever delete them. So the index keeps them, for
-   * {@link leftSince}.
-   */
-  recordNarrowing(rv: string, objects: readonly DeliveredObject[]): void {
-    if (objects.length === 0) return;
-    this.#narrowings = [...this.#narrowings, { rv, objects }].slice(-KEPT_NARROWINGS);
-  }
-
-  /**
-   * Objects a narrowing sent DELETEDs for at or after resourceVersion `rv`,
-   * still outside `ranges`: what a cache resuming from `rv` may hold
-   * although it must not. A DELETED for an object a cache does not hold is
-   * a no-op for informers (client-go's DeltaFIFO, client-node's cache), so
-   * sending them again on the resumed watch is safe.
-   */
-  leftSince(rv: string, ranges: readonly Range[]): DeliveredObject[] {
-    const m = new HashMatcher(ranges);
-    const out = new Map<string, DeliveredObject>();
-    for (const n of this.#narrowings) {
-      if (!atOrBefore(rv, n.rv)) continue;
-      for (const o of n.objects) if (!m.matchesParts(o.keyHi, o.keyLo) && !this.#objects.has(`${o.namespace}/${o.name}`)) out.set(`${o.namespace}/${o.name}`, o);
-    }
-    return [...out.values()];
+  /** Whether an object of this namespace/name is indexed. */
+  holds(namespace: string, name: string): boolean {
+    return this.#objects.has(`${namespace}/${name}`);
   }
 
   /** Indexed objects whose key (as the tap read it) is outside `ranges`, in no particular order. */
@@ -167,6 +151,7 @@ export class LineageIndex {
 export class DeliveredIndex {
   readonly presence: WatchPresence;
   readonly #byKey = new Map<string, LineageIndex>();
+  readonly #narrowings = new Map<string, readonly KeptNarrowing[]>();
 
   constructor(presence: WatchPresence) {
     this.presence = presence;
@@ -189,6 +174,48 @@ export class DeliveredIndex {
 
   find(lineage: string): LineageIndex | undefined {
     return this.#byKey.get(lineage);
+  }
+
+  /**
+   * The lineage's watches were narrowed: DELETEDs for `objects`, stamped
+   * `rv` or earlier, were written to their clients. Writing is not reading:
+   * a client cut before it read them (its connection reset, its inactivity
+   * timer firing in the same turn) resumes from `rv` or an earlier event,
+   * its cache still holding them, and nothing would ever delete them. So
+   * they are kept, for {@link leftSince}: apart from the lineage's index,
+   * which an idle prune or an unreadable stream drops while the ledger still
+   * places that client's resume, and past any snapshot, which may be another
+   * cache's of the same lineage.
+   */
+  recordNarrowing(lineage: string, rv: string, type: TypeMeta, objects: readonly DeliveredObject[]): void {
+    if (objects.length === 0) return;
+    const kept = [...(this.#narrowings.get(lineage) ?? []), { rv, type, objects }].slice(-KEPT_NARROWINGS);
+    this.#narrowings.delete(lineage);
+    this.#narrowings.set(lineage, kept);
+    for (const key of this.#narrowings.keys()) {
+      if (this.#narrowings.size <= KEPT_NARROWED_LINEAGES) break;
+      this.#narrowings.delete(key);
+    }
+  }
+
+  /**
+   * Objects a narrowing of `lineage` sent DELETEDs for at or after
+   * resourceVersion `rv`, still outside `ranges` and not indexed again: what
+   * a cache resuming from `rv` may hold although it must not. A DELETED for
+   * an object a cache does not hold is a no-op for informers (client-go's
+   * DeltaFIFO, client-node's cache), so sending them again is safe.
+   */
+  leftSince(lineage: string, rv: string, ranges: readonly Range[]): Resend | undefined {
+    const m = new HashMatcher(ranges);
+    const index = this.#byKey.get(lineage);
+    const out = new Map<string, DeliveredObject>();
+    let type: TypeMeta | undefined;
+    for (const n of this.#narrowings.get(lineage) ?? []) {
+      if (!atOrBefore(rv, n.rv)) continue;
+      type = n.type;
+      for (const o of n.objects) if (!m.matchesParts(o.keyHi, o.keyLo) && index?.holds(o.namespace, o.name) !== true) out.set(`${o.namespace}/${o.name}`, o);
+    }
+    return type === undefined || out.size === 0 ? undefined : { type, objects: [...out.values()] };
   }
 
   /** Forgets a lineage's index (idle for long, or evicted by the ledger). */

@@ -11,7 +11,7 @@ import { pipeline } from "node:stream";
 import { FULL_RANGE, type Range } from "../../shard/range.ts";
 import type { Encoding } from "../request/accept.ts";
 import type { LiveWatch } from "../reporting/resource-stats.ts";
-import type { WatchSink } from "../handoff/object-index.ts";
+import type { Resend, WatchSink } from "../handoff/object-index.ts";
 import { isResumingWatch, isTrue } from "../handoff/lineage.ts";
 import { RecordingMatcher, type RecentKeys } from "../reporting/recent-keys.ts";
 import { createJsonWatchFilter } from "../scan/json-watch-filter.ts";
@@ -72,7 +72,7 @@ export interface WatchServing {
    * wrote at or after the resume point, which its client may never have
    * read (`LineageIndex.leftSince`). They are sent again first.
    */
-  readonly resendDeletes: readonly DeliveredObject[];
+  readonly resendDeletes: Resend | undefined;
   readonly onInitialEventsEnd: () => void;
   /** DELETEDs of `resendDeletes` were sent. */
   readonly onResent: (deletes: number) => void;
@@ -136,10 +136,10 @@ export function serveWatch(o: WatchServing): ServedWatch {
   };
   // Stamped with the resume point itself: a client cut again right after
   // them must resume from where the upstream stream starts, not later.
-  const type = sink?.typeMetaOf;
-  if (o.resendDeletes.length > 0 && isResumingWatch(q) && rv !== null && type !== undefined) {
-    filter.narrow(matcherFor(o.ranges), o.resendDeletes.map((obj) => syntheticDelete(o.encoding, type, obj, rv)));
-    o.onResent(o.resendDeletes.length);
+  const resend = o.resendDeletes;
+  if (resend !== undefined && isResumingWatch(q) && rv !== null) {
+    // A stream that resumes sits between events from its start (no initial events), so this cannot be refused.
+    if (filter.narrow(matcherFor(o.ranges), resend.objects.map((obj) => syntheticDelete(o.encoding, resend.type, obj, rv)))) o.onResent(resend.objects.length);
   }
   if (watchList) {
     // A watch-list is a relist: done once its initial events are through.

@@ -5,7 +5,7 @@
  * is open is the ledger's to say (`WatchPresence`); here a stub says it.
  */
 import t from "tap";
-import { atOrBefore, DeliveredIndex, KEPT_NARROWINGS, ListSink, WatchSink, type WatchPresence } from "../../../src/proxy/handoff/object-index.ts";
+import { atOrBefore, DeliveredIndex, KEPT_NARROWED_LINEAGES, KEPT_NARROWINGS, ListSink, WatchSink, type Resend, type WatchPresence } from "../../../src/proxy/handoff/object-index.ts";
 import type { DeliveredObject } from "../../../src/proxy/scan/tap.ts";
 import { fnv1a64 } from "../../../src/shard/hash.ts";
 import { contains, FULL_RANGE, shardRange } from "../../../src/shard/range.ts";
@@ -167,22 +167,32 @@ t.test("leftSince(): what a cache resuming at or before a narrowing may still ho
   list.finish();
   const l = index.find("k");
   if (l === undefined) return t.fail("premise: indexed");
+  const POD = { apiVersion: "v1", kind: "Pod" };
   const low = [shardRange(0, 2)];
   const leaving = l.leaving(low);
   t.ok(leaving.length > 0 && leaving.length < objs.length, "premise: objects on both sides");
   for (const o of leaving) l.remove(o.namespace, o.name);
-  l.recordNarrowing("20", leaving);
-  const names = (xs: readonly DeliveredObject[]): string[] => xs.map((o) => o.name).sort();
-  t.same(names(l.leftSince("20", low)), names(leaving), "a resume from the narrowing's own resourceVersion: all of them");
-  t.same(names(l.leftSince("15", low)), names(leaving), "from an earlier one: all of them");
-  t.same(l.leftSince("21", low), [], "from a later one: its cache saw the narrowing");
-  t.same(l.leftSince("20", [FULL_RANGE]), [], "nothing the ranges hold again (its cache may hold them rightly)");
+  index.recordNarrowing("k", "20", POD, leaving);
+  const names = (r: Resend | undefined): string[] => (r?.objects ?? []).map((o) => o.name).sort();
+  t.same(names(index.leftSince("k", "20", low)), names({ type: POD, objects: leaving }), "a resume from the narrowing's own resourceVersion: all of them");
+  t.same(index.leftSince("k", "20", low)?.type, POD, "with the kind their DELETEDs name");
+  t.same(names(index.leftSince("k", "15", low)), names({ type: POD, objects: leaving }), "from an earlier one: all of them");
+  t.equal(index.leftSince("k", "21", low), undefined, "from a later one: its cache saw the narrowing");
+  t.equal(index.leftSince("other", "20", low), undefined, "another lineage's caches were never narrowed");
+  t.equal(index.leftSince("k", "20", [FULL_RANGE]), undefined, "nothing the ranges hold again (its cache may hold them rightly)");
   const back = leaving[0] as DeliveredObject;
   l.upsert(back);
-  t.notOk(l.leftSince("20", low).some((o) => o.name === back.name), "nor an object delivered again since");
-  for (let i = 0; i < KEPT_NARROWINGS; i++) l.recordNarrowing(String(30 + i), [pod(`late${i}`)]);
-  t.same(l.leftSince("20", low).filter((o) => leaving.some((x) => x.name === o.name)), [], `only the newest ${KEPT_NARROWINGS} narrowings are kept`);
+  t.notOk(names(index.leftSince("k", "20", low)).includes(back.name), "nor an object delivered again since");
+  l.remove(back.namespace, back.name);
+  // Another cache of the lineage relists alone: the cut cache still resumes from 20.
   const relist = new ListSink(index, "k", undefined);
   relist.finish();
-  t.same(l.leftSince("0", low), [], "a complete snapshot (the lineage's cache rebuilt) forgets them");
+  t.same(names(index.leftSince("k", "20", low)), names({ type: POD, objects: leaving }), "a snapshot (maybe another cache's) keeps them");
+  index.drop("k");
+  t.same(names(index.leftSince("k", "20", low)), names({ type: POD, objects: leaving }), "so does a dropped index (idle, unreadable): the ledger may still place the resume");
+  for (let i = 0; i < KEPT_NARROWINGS; i++) index.recordNarrowing("k", String(30 + i), POD, [pod(`late${i}`)]);
+  t.notOk(names(index.leftSince("k", "20", low)).some((n) => leaving.some((x) => x.name === n)), `only the newest ${KEPT_NARROWINGS} narrowings of a lineage are kept`);
+  t.not(index.leftSince("k", "0", []), undefined, "premise: the lineage's narrowings are kept");
+  for (let i = 0; i < KEPT_NARROWED_LINEAGES; i++) index.recordNarrowing(`l${i}`, "40", POD, [pod("gone")]);
+  t.equal(index.leftSince("k", "0", []), undefined, `and only the ${KEPT_NARROWED_LINEAGES} lineages narrowed last`);
 });
