@@ -64,6 +64,7 @@ export const KNOWN: readonly BenchSpec[] = [
   { name: "p8-labels", file: "macro/p8-labels.ts", kind: "macro", covers: ["P8"], summary: "N = 1, 2, 4, 8 informers behind proxies in labels mode with the gate off, next to shardselector mode with the gate on: upstream bytes per proxy", timeoutS: [150, 3600] },
   { name: "s2-labeller", file: "macro/s2-labeller.ts", kind: "macro", covers: ["S2"], summary: "the labeller's first backfill of 200,000 unlabelled objects on the real apiserver kit: time to Labelled=True at the default and a raised rate ceiling vs the fixed 20/s, the kit's CPU", timeoutS: [300, 2400] },
   { name: "s1-ring-scale", file: "macro/s1-ring-scale.ts", kind: "macro", covers: ["S1"], summary: "64 ring members (proxy processes) over 200,000 pods under the real coordinator: start, scale 64 → 65, a leave, a crash; time to exact coverage, LISTs per step, relist budget, coordinator CPU/RSS, ShardRing size", timeoutS: [300, 3600] },
+  { name: "s5-rollout", file: "macro/s5-rollout.ts", kind: "macro", covers: ["S5"], summary: "a rolling update of 64 ring members over 200,000 pods (25% surge, 25% unavailable), native-sidecar stop order with the injected preStop: pods in no live cache, time to exact coverage, pods listed, SIGKILLs at a 30 s grace", timeoutS: [300, 1500] },
   { name: "s4-selector-cost", file: "macro/s4-selector-cost.ts", kind: "macro", covers: ["S4"], summary: "the real apiserver kit's CPU per watch event with N watchers in labels mode (`in (slots)`), shardselector mode and unfiltered, N = 8 and 32", timeoutS: [240, 3600] },
 ];
 

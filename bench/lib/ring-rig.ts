@@ -25,7 +25,7 @@ import { formatBound } from "../../src/shard/hash.ts";
 import { canonicalSelector } from "../../src/shard/selector.ts";
 import { slotOfValue } from "../../src/shard/slots.ts";
 import { DEFAULT_SLOT_COUNT, slotsOf, slotsToRanges } from "../../src/shard/table.ts";
-import { ask, asWorkload, CLI, forkTs, httpGet, sleep, start, type Child } from "./proc.ts";
+import { ask, asWorkload, CLI, forkTs, httpGet, sleep, start, stopAll, type Child } from "./proc.ts";
 import { benchTls, type BenchTls } from "./tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
@@ -288,8 +288,10 @@ export class RingRig {
     return new Map((await pool([...this.live.values()], 8, async (r) => [r.name, (await debugOf(r))?.resources.pods?.lists ?? 0] as const)).map(([n, v]) => [n, v]));
   }
 
-  stop(): void {
+  /** Stops every process the bench started (bench/lib/proc.ts) and removes the certificates. */
+  async close(): Promise<void> {
     this.#ringWatch?.stop();
+    await stopAll();
     this.#tls?.remove();
   }
 }

@@ -57,7 +57,7 @@ import { slotsOf } from "../../src/shard/table.ts";
 import type { Bench, BenchResult } from "../lib/bench.ts";
 import { s1ListAgreement } from "../lib/gates.ts";
 import { MemorySampler, procMemory } from "../lib/memory.ts";
-import { cpuMsOf, httpGet, sleep, stopAll } from "../lib/proc.ts";
+import { cpuMsOf, httpGet, sleep } from "../lib/proc.ts";
 import type { ListRecord } from "../children/reflector-fleet.ts";
 import { epoch, gainersOf, maxConcurrent, pool, RingRig, type Replica } from "../lib/ring-rig.ts";
 import { ETCD_OBJECT_LIMIT, largestFitting, ringObjectBytes } from "../lib/ring-status-size.ts";
@@ -344,8 +344,7 @@ export const bench: Bench = async ({ quick }) => {
     });
     return results;
   } finally {
-    await stopAll();
-    rig.stop();
+    await rig.close();
   }
 };
 

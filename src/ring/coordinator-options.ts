@@ -59,6 +59,15 @@ export interface CoordinatorOptions extends RingApiAccess, RingShellOptions {
    * cannot hold the first table back for good.
    */
   readonly settleMaxMs?: number | undefined;
+  /**
+   * In a ring with a table, the next table after members joined or began
+   * leaving waits until none did for this long. Default: 2.5 × the
+   * election's retry period (5 s): a rolling update stops old pods seconds
+   * after its new ones are up, and one table for both moves each slot once.
+   */
+  readonly changeQuietMs?: number | undefined;
+  /** ...and no longer than this after the first change. Default: the lease duration (15 s). */
+  readonly changeMaxMs?: number | undefined;
   /** Run while leading, e.g. the labeller; their status goes into every status write. */
   readonly tasks?: readonly LeaderTask[] | undefined;
 }

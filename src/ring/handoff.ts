@@ -89,6 +89,27 @@ export interface HandoffPolicy {
   readonly settleQuietMs?: number | undefined;
   /** ...and at most this long after the first member was seen. */
   readonly settleMaxMs?: number | undefined;
+  /**
+   * In a ring with a table, the next table after members joined or began
+   * leaving waits until none did for this long (0: no wait): a rolling
+   * update's new members and the old ones it stops come seconds apart, and
+   * one table for both gives the leavers' slots to the newcomers, where two
+   * would have every member gain, and relist, twice. Never when a slot's
+   * holder stopped serving: coverage beats cost.
+   */
+  readonly changeQuietMs?: number | undefined;
+  /** ...and at most this long after the first change. */
+  readonly changeMaxMs?: number | undefined;
+}
+
+/** Membership changes the next table waits out (see {@link HandoffPolicy.changeQuietMs}). */
+export interface Change {
+  /** The assignable members as last seen (name order). */
+  readonly ready: readonly string[];
+  /** When they first changed since the last table was planned; undefined: no change waits. */
+  readonly firstAt: number | undefined;
+  /** When they last changed. */
+  readonly lastAt: number;
 }
 
 /** A fresh ring's membership while its first table waits for it to settle. */
@@ -150,6 +171,8 @@ export interface RingState {
   readonly deferred: readonly string[];
   /** Set while a fresh ring waits for membership to settle. */
   readonly settle?: Settle | undefined;
+  /** The assignable members and their changes since the last plan; undefined until the first observation. */
+  readonly change?: Change | undefined;
   /**
    * The owners of a first table (one over an empty committed table) that was
    * abandoned because a member it relied on was lost: the next first table
@@ -388,6 +411,7 @@ function evaluate(d: Draft, now: number, mode: HandoffMode): void {
     }
   }
 
+  trackChange(d, now);
   if (d.s.pending !== undefined) settlePending(d, d.s.pending, now, stateOf, appliedOf);
   if (d.s.pending === undefined) planNext(d, now, mode, stateOf);
   // A plan may complete at once (no gainer to wait for, or no loser).
@@ -506,9 +530,10 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   const base = hasOwners(d.s.committed.owners) ? d.s.committed.owners : (d.s.seed ?? d.s.committed.owners);
   const desired = assignSlots(ready, base, d.s.slotCount);
   if (sameOwners(desired, d.s.committed.owners)) {
-    d.s = { ...d.s, phase: Phase.Stable, failures: 0 };
+    d.s = { ...d.s, phase: Phase.Stable, failures: 0, change: planned(d.s.change) };
     return;
   }
+  if (!changeSettled(d, now, stateOf)) return;
   if (now < d.s.retryAt) {
     d.s = { ...d.s, phase: Phase.Backoff };
     return;
@@ -534,7 +559,42 @@ function planNext(d: Draft, now: number, mode: HandoffMode, stateOf: (n: string)
   } else {
     for (const [member, slots] of [...losses].sort()) d.fx.push({ type: "narrow", member, slots });
   }
-  d.s = { ...d.s, pending, lastGeneration: generation, deferred, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing };
+  d.s = { ...d.s, pending, lastGeneration: generation, deferred, phase: phase === PendingPhase.Widening ? Phase.Widening : Phase.Narrowing, change: planned(d.s.change) };
+}
+
+/** Records a change of the assignable members (joins, leaves, a member beginning to leave). A new leader's first sight is no change. */
+function trackChange(d: Draft, now: number): void {
+  const ready = d.s.members.filter((m) => isAssignable(m.state)).map((m) => m.name).sort(byName);
+  const c = d.s.change;
+  if (c === undefined) d.s = { ...d.s, change: { ready, firstAt: undefined, lastAt: now } };
+  else if (ready.join("\n") !== c.ready.join("\n")) d.s = { ...d.s, change: { ready, firstAt: c.firstAt ?? now, lastAt: now } };
+}
+
+/** The change record once a table was planned for it: nothing waits any more. */
+function planned(c: Change | undefined): Change | undefined {
+  return c === undefined || c.firstAt === undefined ? c : { ...c, firstAt: undefined };
+}
+
+/** When a table that follows membership changes is due. */
+function changeDueAt(c: Change, policy: HandoffPolicy): number {
+  const quietEnd = c.lastAt + (policy.changeQuietMs ?? 0);
+  const max = policy.changeMaxMs;
+  return max === undefined || c.firstAt === undefined ? quietEnd : Math.min(quietEnd, c.firstAt + max);
+}
+
+/**
+ * Whether the next table may be planned now, as far as membership changes
+ * go (see {@link HandoffPolicy.changeQuietMs}): yes when nothing changed
+ * since the last plan, when a committed slot's holder stopped serving, or
+ * once the changes have been quiet long enough.
+ */
+function changeSettled(d: Draft, now: number, stateOf: (n: string) => MemberState): boolean {
+  const c = d.s.change;
+  if ((d.s.policy.changeQuietMs ?? 0) <= 0 || c === undefined || c.firstAt === undefined) return true;
+  if (ownersOf(d.s.committed.owners).some((h) => !isServing(stateOf(h)))) return true;
+  if (now >= changeDueAt(c, d.s.policy)) return true;
+  d.s = { ...d.s, phase: Phase.Settling };
+  return false;
 }
 
 /**
@@ -620,7 +680,9 @@ export function nextWakeMs(state: RingState, now: number): number | undefined {
         ? state.retryAt
         : state.phase === Phase.Settling && state.settle !== undefined
           ? settleAt(state.settle, state.policy)
-          : undefined;
+          : state.phase === Phase.Settling && state.change?.firstAt !== undefined
+            ? changeDueAt(state.change, state.policy)
+            : undefined;
   return at === undefined ? undefined : Math.max(0, at - now);
 }
 

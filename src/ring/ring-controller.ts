@@ -215,6 +215,8 @@ export class RingController {
       relistBudget: spec.relistBudget,
       settleQuietMs: o.settleQuietMs ?? Math.round(2.5 * t.retryPeriodMs),
       settleMaxMs: o.settleMaxMs ?? t.leaseDurationSeconds * 1000,
+      changeQuietMs: o.changeQuietMs ?? Math.round(2.5 * t.retryPeriodMs),
+      changeMaxMs: o.changeMaxMs ?? t.leaseDurationSeconds * 1000,
     };
   }
 

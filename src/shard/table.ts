@@ -50,6 +50,8 @@ function byName(a: string, b: string): number {
  * - Sticky: each continuing member keeps `min(previous, quota)` of its own
  *   previous slots, so a change of one member moves about `S/N` slots and no
  *   slot moves between two members that both stay within quota.
+ * - Few gainers: a member at `floor(S/N)` gets no extra slot while one that
+ *   gains anyway can take it (a gainer relists its whole share).
  * - Deterministic: depends only on the set of names (order and duplicates in
  *   `members` do not matter) and on `previous`.
  *
@@ -71,9 +73,15 @@ export function assignSlots(members: readonly string[], previous: SlotOwners | u
 
   const base = Math.floor(slotCount / names.length);
   const extra = slotCount % names.length;
-  // The `extra` members allowed one slot above `base` are those that already
-  // hold the most: giving it to anyone else would force one more move.
-  const bySize = [...names].sort((a, b) => (prevSlots.get(b)?.length ?? 0) - (prevSlots.get(a)?.length ?? 0) || byName(a, b));
+  // The `extra` members allowed one slot above `base`: first those that
+  // already hold more than `base` (most first), since giving it to anyone
+  // else would force one more move; then those that gain anyway (below
+  // `base`): one more slot each costs the same move as giving it to a
+  // member at `base`, but that member would become a gainer, and a gainer
+  // relists its whole share.
+  const held = (n: string): number => prevSlots.get(n)?.length ?? 0;
+  const rank = (n: string): number => (held(n) > base ? 0 : held(n) < base ? 1 : 2);
+  const bySize = [...names].sort((a, b) => rank(a) - rank(b) || held(b) - held(a) || byName(a, b));
   const quota = new Map<string, number>(bySize.map((n, i) => [n, base + (i < extra ? 1 : 0)]));
 
   for (const n of names) {

@@ -8,71 +8,12 @@
  * batches, and check what each member is asked to list.
  */
 import t from "tap";
-import { initialState, nextWakeMs, Phase, relistCost, step, follow, tablesOf, type HandoffPolicy, type MemberObservation, type RingState } from "../../src/ring/handoff.ts";
+import { nextWakeMs, Phase, relistCost, step } from "../../src/ring/handoff.ts";
 import { MemberState } from "../../src/ring/state.ts";
 import { HandoffMode } from "../../src/ring/table.ts";
 import { slotsOf } from "../../src/shard/table.ts";
-import { gainersOf, publishedBy } from "./table-diff.ts";
-
-const T0 = 1_000_000;
-const QUIET = 3_000;
-const MAX = 10_000;
-const POLICY: HandoffPolicy = { timeoutMs: 60_000, backoffMs: 1_000, maxBackoffMs: 60_000, relistBudget: 1, settleQuietMs: QUIET, settleMaxMs: MAX };
-
-interface Member {
-  state: MemberState;
-  applied: number;
-}
-
-/** A leader and its members, stepped every `tickMs`; members report what they follow at once. */
-class Cluster {
-  state: RingState;
-  now = T0;
-  readonly pool = new Map<string, Member>();
-  /** Every table published, with what it was planned against. */
-  readonly published: ReturnType<typeof publishedBy> = [];
-  /** When each of them was published. */
-  readonly publishedAt: number[] = [];
-  /** For each member, the most slots it was ever asked to enforce. */
-  readonly peak = new Map<string, number>();
-
-  readonly mode: HandoffMode;
-
-  constructor(slotCount: number, mode: HandoffMode, policy: HandoffPolicy = POLICY) {
-    this.mode = mode;
-    this.state = initialState({ slotCount, policy });
-  }
-
-  observations(): MemberObservation[] {
-    return [...this.pool].map(([name, m]) => ({ name, state: m.state, applied: m.applied }));
-  }
-
-  step(): void {
-    const before = this.state;
-    const res = step(this.state, { type: "observe", members: this.observations() }, this.now, this.mode);
-    this.state = res.state;
-    for (const p of publishedBy(before, this.state, res.effects)) {
-      this.published.push(p);
-      this.publishedAt.push(this.now);
-    }
-    const tables = tablesOf(this.state);
-    for (const [name, m] of this.pool) {
-      const target = follow({ generation: 0, slots: [] }, tables, name);
-      this.peak.set(name, Math.max(this.peak.get(name) ?? 0, target.slots.length));
-      m.applied = Math.max(m.applied, target.generation);
-    }
-  }
-
-  /** Steps until `ms` passed, every `tickMs`. */
-  run(ms: number, tickMs = 100): void {
-    for (const end = this.now + ms; this.now < end; this.now += tickMs) this.step();
-  }
-
-  stable(): boolean {
-    const ready = [...this.pool].filter(([, m]) => m.state === MemberState.Ready).map(([n]) => n);
-    return this.state.pending === undefined && this.state.phase === Phase.Stable && ready.every((n) => this.state.committed.owners.includes(n)) && this.state.committed.owners.every((o) => o !== undefined && ready.includes(o));
-  }
-}
+import { gainersOf } from "./table-diff.ts";
+import { Cluster, MAX, POLICY, QUIET, T0 } from "./step-cluster.ts";
 
 t.test("a fresh ring's first table waits until no member joined for the quiet window, then gives every member its share at once", async (t) => {
   const c = new Cluster(256, HandoffMode.Overlap);
