@@ -20,8 +20,8 @@
  * Idle is the same process before its first request (median of a few
  * readings); growth is the peak minus idle.
  *
- * Targets, for every client and gate: RSS growth ≤ 32 MB (design.md), and
- * anonymous-memory growth ≤ 32 MB (issue 25, bench/lib/checks.ts).
+ * Targets, for every client and gate: RSS growth ≤ 32 MiB (design.md), and
+ * anonymous-memory growth ≤ 32 MiB (issue 25, bench/lib/checks.ts).
  *
  * Usage: node bench/macro/p6b-load.ts [--quick]
  *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
@@ -31,13 +31,13 @@
 import { fileURLToPath } from "node:url";
 import type { Bench, BenchResult } from "../lib/bench.ts";
 import { ANON_TARGETS } from "../lib/checks.ts";
-import { memoryNow, MemorySampler, procMemory, readBody, toMB, type MemoryFigures } from "../lib/memory.ts";
+import { memoryNow, MemorySampler, procMemory, readBody, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { ask, forkTs, sleep, stopAll, type Child } from "../lib/proc.ts";
 import { proxyStats, startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
-const TARGET_GROWTH_MB = 32;
+const TARGET_GROWTH_MIB = 32;
 
 type Gate = "on" | "off";
 type Reader = "fast" | "slow";
@@ -147,40 +147,40 @@ export const bench: Bench = async ({ quick }) => {
       const common = {
         gate: o.gate,
         reader: o.reader,
-        listToClientMB: toMB(o.listBytes),
+        listToClientMiB: toMiB(o.listBytes),
         listSeconds: Math.round(o.listMs / 100) / 10,
-        upstreamMB: toMB(o.upstreamBytes),
-        watchToClientMB: toMB(o.watchBytes),
+        upstreamMiB: toMiB(o.upstreamBytes),
+        watchToClientMiB: toMiB(o.watchBytes),
         churnEvents: churnS * churnRate,
       };
       return [
         {
           id: "P6b",
           name: `sidecar RSS growth over idle, ${what}`,
-          candidate: { label: "VmHWM − idle RSS, same process", value: toMB(o.peak.rss - o.idle.rss), unit: "MB" },
-          baseline: { label: "idle RSS", value: toMB(o.idle.rss), unit: "MB" },
+          candidate: { label: "VmHWM − idle RSS, same process", value: toMiB(o.peak.rss - o.idle.rss), unit: "MiB" },
+          baseline: { label: "idle RSS", value: toMiB(o.idle.rss), unit: "MiB" },
           ratio: o.idle.rss / o.peak.rss,
-          extra: { targetMaxMB: TARGET_GROWTH_MB, ...common, idleMB: toMB(o.idle.rss), idleHwmMB: toMB(o.idleHwm), peakMB: toMB(o.peak.rss), peakFrom: "VmHWM", listPeakMB: toMB(o.listPeak.rss), afterMB: toMB(o.after.rss) },
+          extra: { targetMaxMiB: TARGET_GROWTH_MIB, ...common, idleMiB: toMiB(o.idle.rss), idleHwmMiB: toMiB(o.idleHwm), peakMiB: toMiB(o.peak.rss), peakFrom: "VmHWM", listPeakMiB: toMiB(o.listPeak.rss), afterMiB: toMiB(o.after.rss) },
         },
         {
           id: "P6b",
           name: `sidecar anonymous-memory growth over idle, ${what}`,
-          candidate: { label: "sampled peak − idle RssAnon, same process", value: toMB(o.peak.anon - o.idle.anon), unit: "MB" },
-          baseline: { label: "idle RssAnon", value: toMB(o.idle.anon), unit: "MB" },
+          candidate: { label: "sampled peak − idle RssAnon, same process", value: toMiB(o.peak.anon - o.idle.anon), unit: "MiB" },
+          baseline: { label: "idle RssAnon", value: toMiB(o.idle.anon), unit: "MiB" },
           ratio: o.idle.anon / o.peak.anon,
           extra: {
-            targetMaxMB: ANON_TARGETS.growthMaxMB,
+            targetMaxMiB: ANON_TARGETS.growthMaxMiB,
             ...common,
             metric: "anon",
             peakFrom: "sampled: the kernel keeps no peak of RssAnon or PSS",
             sampledEveryMs: Math.round(o.sampleMs),
-            idleMB: toMB(o.idle.anon),
-            peakMB: toMB(o.peak.anon),
-            listGrowthMB: toMB(o.listPeak.anon - o.idle.anon),
-            afterMB: toMB(o.after.anon),
-            idlePssMB: toMB(o.idle.pss),
-            peakPssMB: toMB(o.peak.pss),
-            pssGrowthMB: toMB(o.peak.pss - o.idle.pss),
+            idleMiB: toMiB(o.idle.anon),
+            peakMiB: toMiB(o.peak.anon),
+            listGrowthMiB: toMiB(o.listPeak.anon - o.idle.anon),
+            afterMiB: toMiB(o.after.anon),
+            idlePssMiB: toMiB(o.idle.pss),
+            peakPssMiB: toMiB(o.peak.pss),
+            pssGrowthMiB: toMiB(o.peak.pss - o.idle.pss),
           },
         },
       ];
