@@ -17,10 +17,13 @@
  *       [--bare]           also: a bare Node process with the same listeners
  *       [--timeline]       client/proxy bytes and memory every second of a list
  *       [--proxy-output]   the proxy's non-log output (e.g. with --trace-gc)
+ *       [--curl]           read the lists with curl (--limit-rate for the
+ *                          slow reader) instead of this process's reader
  *
  * Prints a JSON report; memory in MiB (2^20 bytes). Used for docs/performance.md's breakdown; the
  * benches (P6, P6b) measure the same things against their targets.
  */
+import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -92,6 +95,15 @@ async function bare(tls: BenchTls, nodeFlags: readonly string[], env: NodeJS.Pro
   return { phase: "bare node, same listeners", rssMiB: toMiB(m.rss), hwmMiB: toMiB(m.hwm), anonMiB: toMiB(m.anon), fileMiB: toMiB(m.file), pssMiB: toMiB(sm["Pss"] ?? Number.NaN), privateDirtyMiB: toMiB(sm["Private_Dirty"] ?? Number.NaN), usage: {} };
 }
 
+/** A list read by curl, as a user would try it: its own socket buffers and rate limiter, not Node's. */
+function curlBody(url: string, caFile: string, bytesPerSecond: number | undefined): Promise<{ bytes: number; ms: number }> {
+  const t0 = performance.now();
+  const args = ["-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}", "--cacert", caFile, ...(bytesPerSecond === undefined ? [] : ["--limit-rate", String(bytesPerSecond)]), url];
+  return new Promise((resolve, reject) => {
+    execFile("curl", args, (err, stdout) => (err ? reject(new Error(`curl ${url}: ${err.message}`)) : resolve({ bytes: Number(stdout), ms: performance.now() - t0 })));
+  });
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -110,6 +122,7 @@ async function main(): Promise<void> {
       timeline: { type: "boolean", default: false },
       "sidecar-env": { type: "boolean", default: false },
       "proxy-output": { type: "boolean", default: false },
+      curl: { type: "boolean", default: false },
     },
   });
   const nodeFlags = (values["node-flags"] ?? "").split(" ").filter((f) => f !== "");
@@ -149,7 +162,7 @@ async function main(): Promise<void> {
         const io = procIo(proxy.child.pid);
         void usageOf(proxy).then((u) => timeline.push(`client ${toMiB(got)} MiB, proxy read ${toMiB(io.read - io0.read)} MiB, wrote ${toMiB(io.written - io0.written)} MiB; rss ${u["rss"]} heapTotal ${u["heapTotal"]} external ${u["external"]} arrayBuffers ${u["arrayBuffers"]}`));
       }, 1000);
-      const reading = readBody(listUrl, { ca: tls.caPem, onProgress: (b) => (got = b), ...(rate === undefined ? {} : { bytesPerSecond: rate }) });
+      const reading = values.curl ? curlBody(listUrl, tls.caFile, rate) : readBody(listUrl, { ca: tls.caPem, onProgress: (b) => (got = b), ...(rate === undefined ? {} : { bytesPerSecond: rate }) });
       if (rate !== undefined && snapDir !== undefined) {
         await sleep(8000);
         await snapshot(proxy, snapDir, "mid-list");
