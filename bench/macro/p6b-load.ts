@@ -25,15 +25,16 @@
  *
  * Usage: node bench/macro/p6b-load.ts [--quick]
  *   P6B_PODS, P6B_CHURN_S, P6B_CHURN_RATE, P6B_SLOW_BPS override the sizes;
- *   P6B_RUNTIME=none starts the proxies without the sidecar's runtime
- *   settings (src/sidecar-runtime.ts), for a before/after.
+ *   P6B_RUNTIME=none starts the proxies with V8's and glibc's defaults in
+ *   place of the sidecar's runtime settings (src/sidecar-runtime.ts), for a
+ *   before/after.
  */
 import { fileURLToPath } from "node:url";
 import type { Bench, BenchResult } from "../lib/bench.ts";
 import { ANON_TARGETS } from "../lib/checks.ts";
 import { memoryNow, MemorySampler, procMemory, readBody, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { ask, forkTs, sleep, stopAll, type Child } from "../lib/proc.ts";
-import { proxyStats, startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { proxyStats, startProxyProc, withoutSidecarRuntime, type ProxyProc } from "../lib/proxy-proc.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
@@ -134,7 +135,7 @@ export const bench: Bench = async ({ quick }) => {
       off: await ask<{ url: string; bytes: number }>(devapis.off, { type: "" }, "ready", 300_000),
     };
     const cases = (["on", "off"] as const).flatMap((gate) => (["fast", "slow"] as const).map((reader) => ({ gate, reader })));
-    const proxies = await Promise.all(cases.map((c) => startProxyProc({ name: `proxy-${c.gate}-${c.reader}`, upstream: ready[c.gate].url, tls, shards: "0/2", ...(process.env["P6B_RUNTIME"] === "none" ? { env: process.env } : {}) })));
+    const proxies = await Promise.all(cases.map((c) => startProxyProc({ name: `proxy-${c.gate}-${c.reader}`, upstream: ready[c.gate].url, tls, shards: "0/2", ...(process.env["P6B_RUNTIME"] === "none" ? { env: withoutSidecarRuntime() } : {}) })));
     // Churn starts once every list is through (the slow ones take longest)
     // and every watch is open.
     const lists = barrier(cases.length);

@@ -13,6 +13,9 @@
  *   node bench/tools/memory-probe.ts [--pods 24000] [--shards 0/4]
  *       [--gate off] [--rate 2000000] [--churn-s 60] [--churn-rate 200]
  *       [--node-flags "--max-semi-space-size=1"] [--env K=V,...] [--sidecar-env]
+ *       [--without-sidecar-runtime]   V8's and glibc's defaults in place of the
+ *                          sidecar's settings (which the proxy otherwise adds
+ *                          itself, src/cli/bin.ts), for a before/after
  *       [--snapshot DIR]   heap snapshots (SIGUSR2) at idle, mid-list, after
  *       [--bare]           also: a bare Node process with the same listeners
  *       [--timeline]       client/proxy bytes and memory every second of a list
@@ -32,7 +35,7 @@ import { fileURLToPath } from "node:url";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
 import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "../lib/proc.ts";
-import { startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { startProxyProc, withoutSidecarRuntime, type ProxyProc } from "../lib/proxy-proc.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
@@ -121,6 +124,7 @@ async function main(): Promise<void> {
       "skip-fast": { type: "boolean", default: false },
       timeline: { type: "boolean", default: false },
       "sidecar-env": { type: "boolean", default: false },
+      "without-sidecar-runtime": { type: "boolean", default: false },
       "proxy-output": { type: "boolean", default: false },
       curl: { type: "boolean", default: false },
     },
@@ -128,7 +132,7 @@ async function main(): Promise<void> {
   const nodeFlags = (values["node-flags"] ?? "").split(" ").filter((f) => f !== "");
   // --env K=V,...; --sidecar-env: the sidecar's own settings (src/sidecar-runtime.ts) first.
   const extraEnv = Object.fromEntries((values.env ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-  const env = { ...(values["sidecar-env"] ? sidecarProcessEnv() : process.env), ...extraEnv };
+  const env = { ...(values["sidecar-env"] ? sidecarProcessEnv() : values["without-sidecar-runtime"] ? withoutSidecarRuntime() : process.env), ...extraEnv };
   const snapDir = values.snapshot === undefined ? undefined : values.snapshot === "" ? mkdtempSync(join(tmpdir(), "shardcar-heap-")) : values.snapshot;
   const tls = await benchTls("memprobe");
   const devapi = forkTs("devapi", DEVAPI, ["--pods", values.pods ?? "24000", "--cert", tls.certFile, "--key", tls.keyFile, "--gate", values.gate ?? "off"]);
