@@ -3,7 +3,12 @@
  * in one place. The webhook writes {@link SIDECAR_ENV} into every injected
  * container, the image's Dockerfile carries the same values (a test checks
  * they agree), and the benchmarks start their proxies with it, so the
- * figures in docs/performance.md are the shipped sidecar's.
+ * figures in docs/performance.md are the shipped sidecar's. A `shardcar
+ * proxy` started without them (by hand, outside the image, or in a pod
+ * whose spec sets a NODE_OPTIONS of its own) restarts itself in place with
+ * them added ({@link sidecarEnvToAdd}, src/cli/bin.ts): without them a
+ * 100 MB list through the proxy grew its RSS by 41–54 MiB over idle, with
+ * them by 22–29 MiB (issue 34), and P6b's bound is 32 MiB.
  *
  * Why each setting (measured on a `shardcar proxy` process with TLS on
  * both sides; docs/performance.md, "Where the memory goes"):
@@ -54,6 +59,29 @@ export const SIDECAR_ENV: ReadonlyArray<{ readonly name: string; readonly value:
   { name: "NODE_OPTIONS", value: SIDECAR_NODE_OPTIONS },
   { name: "MALLOC_ARENA_MAX", value: "2" },
 ];
+
+/**
+ * The environment to restart `shardcar proxy` with so that every sidecar
+ * setting is in force, or undefined when `env` already has them all. What
+ * the user set is kept: a NODE_OPTIONS of their own gets the sidecar's
+ * options appended, except a flag it already sets (their
+ * `--max-semi-space-size` wins), and a MALLOC_ARENA_MAX of theirs stays.
+ */
+export function sidecarEnvToAdd(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv | undefined {
+  const added: Record<string, string> = {};
+  for (const e of SIDECAR_ENV) {
+    const have = env[e.name];
+    if (e.name === "NODE_OPTIONS") {
+      const mine = (have ?? "").split(/\s+/).filter((o) => o !== "");
+      const missing = e.value.split(" ").filter((o) => !mine.some((m) => m.split("=")[0] === o.split("=")[0]));
+      // Appended to their string as it is: its quoting is theirs.
+      if (missing.length > 0) added[e.name] = [have ?? "", ...missing].join(" ").trim();
+    } else if (have === undefined || have === "") {
+      added[e.name] = e.value;
+    }
+  }
+  return Object.keys(added).length === 0 ? undefined : { ...env, ...added };
+}
 
 /** `base` with {@link SIDECAR_ENV} applied: how a benchmark or test starts a sidecar as shipped. */
 export function sidecarProcessEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {

@@ -3,9 +3,10 @@
  *
  * A result carries its target in one of three forms:
  * - `target`: a ratio (higher is better) — met when `ratio ≥ target`;
- * - `extra.targetMax` (or `extra.targetMaxMB` when the unit is MB): an upper
+ * - `extra.targetMax` (or `extra.targetMaxMiB` when the unit is MiB): an upper
  *   bound on the candidate value, in its unit — met when `value ≤ max`
- *   (P6's 64 MB and 500 ms, P6b's 32 MB of growth, P3's 64 MB of RSS growth);
+ *   (P6's 64 MiB and 500 ms, P6b's 32 MiB of growth, P3's 64 MiB of RSS growth);
+ *   memory is in MiB (2^20 bytes) throughout the benches
  * - `extra.targetMaxAddedMs`: an upper bound on `extra.addedMs`, the latency
  *   the proxy adds over the direct path (P1).
  *
@@ -56,10 +57,10 @@ export const QUICK_INFORMATIONAL: ReadonlySet<string> = new Set(["P2"]);
  * (P5m, P6, P6b), which keep their rows and verdicts; none replaces them.
  */
 export const ANON_TARGETS = {
-  /** P6: an idle sidecar's anonymous memory, static shards and ring mode, MB. */
-  idleMaxMB: 24,
-  /** P6b: the growth of its anonymous memory over idle while it streams a 100 MB list (and, in P6b, 5 minutes of churn), MB. */
-  growthMaxMB: 32,
+  /** P6: an idle sidecar's anonymous memory, static shards and ring mode, MiB. */
+  idleMaxMiB: 24,
+  /** P6b: the growth of its anonymous memory over idle while it streams a 100 MB list (and, in P6b, 5 minutes of churn), MiB. */
+  growthMaxMiB: 32,
   /**
    * P5m: the client-go pod (controller + sidecar anonymous-memory peaks)
    * cheaper than the unsharded controller's anonymous-memory peak, for the
@@ -127,7 +128,7 @@ export const KNOWN_MISSES: ReadonlyArray<{ readonly id: string; readonly name: R
   },
   {
     id: "P5m",
-    // The RSS break-even (its target is targetMaxMB), not the anonymous-memory one.
+    // The RSS break-even (its target is targetMaxMiB), not the anonymous-memory one.
     name: /^break-even size: /,
     kind: "max",
     ratchet: 300,
@@ -158,7 +159,7 @@ export function checksOf(r: BenchResult, tolerance: number, latencyTolerance = t
     const bound = r.target * (1 - tolerance);
     out.push({ id: r.id, name: r.name, kind: "ratio", target: r.target, bound, measured: r.ratio, unit: "×", pass: r.ratio >= bound });
   }
-  const max = num(r.extra?.["targetMax"]) ?? (r.candidate.unit === "MB" ? num(r.extra?.["targetMaxMB"]) : undefined);
+  const max = num(r.extra?.["targetMax"]) ?? (r.candidate.unit === "MiB" ? num(r.extra?.["targetMaxMiB"]) : undefined);
   if (max !== undefined) {
     const bound = max * (1 + tolerance);
     out.push({ id: r.id, name: r.name, kind: "max", target: max, bound, measured: r.candidate.value, unit: r.candidate.unit, pass: r.candidate.value <= bound });
@@ -184,7 +185,7 @@ export function exitCodeOf(runs: ReadonlyArray<{ readonly status: "ok" | "failed
   return 0;
 }
 
-/** "≥ 4×", "≤ 80 MB", "≤ +0.3 ms". */
+/** "≥ 4×", "≤ 80 MiB", "≤ +0.3 ms". */
 export function describeTarget(c: Pick<Check, "kind" | "target" | "unit">): string {
   switch (c.kind) {
     case "ratio":

@@ -10,7 +10,8 @@ import { readFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 
-const MB = 1024 * 1024;
+/** Every memory figure of the benches is in MiB (2^20 bytes), written "MiB". */
+const MiB = 1024 * 1024;
 
 export interface ProcMemory {
   /** VmRSS, bytes. */
@@ -218,4 +219,5 @@ export async function readBody(url: string, o: ReadOptions = {}): Promise<ReadRe
   return { status: res.statusCode ?? 0, bytes, ms: performance.now() - t0, head };
 }
 
-export const toMB = (bytes: number): number => Math.round((bytes / MB) * 10) / 10;
+/** Bytes as MiB, to 0.1 MiB. */
+export const toMiB = (bytes: number): number => Math.round((bytes / MiB) * 10) / 10;

@@ -6,7 +6,7 @@
  *
  * Three measures of each process, side by side (issue 25):
  * - RSS: what design.md's targets are written in. It counts the node
- *   binary's and libraries' file-backed pages (~45 MB of an idle sidecar)
+ *   binary's and libraries' file-backed pages (~45 MiB of an idle sidecar)
  *   in full in every process, though every sidecar from the same image on a
  *   node shares them through the page cache;
  * - anonymous memory (RssAnon): heap, V8, buffers, stacks; what no other
@@ -23,9 +23,10 @@ import { ANON_TARGETS } from "./checks.ts";
 import { fitLine } from "./fit.ts";
 import type { MemoryFigures } from "./memory.ts";
 
-const MB = 1e6;
-/** design.md: the break-even unsharded size (client-go, peak RSS) must be at most this. */
-const TARGET_BREAK_EVEN_MB = 100;
+/** Memory is reported in MiB (2^20 bytes), as every memory figure of the benches. */
+const MiB = 1024 * 1024;
+/** design.md: the break-even unsharded size (client-go, peak RSS) must be at most this, MiB. */
+const TARGET_BREAK_EVEN_MIB = 100;
 const r1 = (x: number): number => Math.round(x * 10) / 10;
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
@@ -88,11 +89,11 @@ export function podMemory(kind: "client-node" | "client-go", n: number, gate: "o
     out.push({
       id: "P5m",
       name: m.key === "rss" ? `pod memory at the peak (controller + proxy RSS), ${kind}, gate ${gate}, N=${n}` : `pod memory at the peak (${m.what}), ${kind}, gate ${gate}, N=${n}`,
-      candidate: { label: `${m.what} peak, largest pod`, value: r1(peak / MB), unit: "MB" },
-      baseline: { label: `unsharded controller peak ${m.key === "rss" ? "RSS" : m.key === "anon" ? "anonymous memory" : "PSS"}`, value: r1(base / MB), unit: "MB" },
+      candidate: { label: `${m.what} peak, largest pod`, value: r1(peak / MiB), unit: "MiB" },
+      baseline: { label: `unsharded controller peak ${m.key === "rss" ? "RSS" : m.key === "anon" ? "anonymous memory" : "PSS"}`, value: r1(base / MiB), unit: "MiB" },
       ratio: base / peak,
       ...(target === undefined ? {} : { target }),
-      extra: { ...common, metric: m.metric, podOverUnsharded: r3(peak / base), controllerPeakMB: r1(worst.controllerPeak[m.key] / MB), proxyPeakMB: r1(worst.proxyPeak[m.key] / MB) },
+      extra: { ...common, metric: m.metric, podOverUnsharded: r3(peak / base), controllerPeakMiB: r1(worst.controllerPeak[m.key] / MiB), proxyPeakMiB: r1(worst.proxyPeak[m.key] / MiB) },
     });
   }
   for (const key of ["rss", "anon"] as const) {
@@ -101,8 +102,8 @@ export function podMemory(kind: "client-node" | "client-go", n: number, gate: "o
     out.push({
       id: "P5m",
       name: key === "rss" ? `pod memory at rest (controller after GC + proxy RSS), ${kind}, gate ${gate}, N=${n}` : `pod memory at rest (controller after GC + proxy anonymous memory), ${kind}, gate ${gate}, N=${n}`,
-      candidate: { label: `controller + proxy ${key === "rss" ? "RSS" : "anonymous memory"} at rest, largest pod`, value: r1(rest / MB), unit: "MB" },
-      baseline: { label: `unsharded controller ${key === "rss" ? "RSS" : "anonymous memory"} at rest`, value: r1(base / MB), unit: "MB" },
+      candidate: { label: `controller + proxy ${key === "rss" ? "RSS" : "anonymous memory"} at rest, largest pod`, value: r1(rest / MiB), unit: "MiB" },
+      baseline: { label: `unsharded controller ${key === "rss" ? "RSS" : "anonymous memory"} at rest`, value: r1(base / MiB), unit: "MiB" },
       ratio: base / rest,
       extra: { ...common, metric: key === "rss" ? "pod-rest" : "pod-rest-anon", podOverUnsharded: r3(rest / base) },
     });
@@ -119,7 +120,7 @@ export function podMemory(kind: "client-node" | "client-go", n: number, gate: "o
  * sidecar peak S), which crosses pod = U at U = F + 2S. The full run's
  * curve reaches past that point and judges the line through it. The quick
  * curve is three small caches far below it: the line's slope comes out
- * near 1, so a few MB of noise in one point moved its crossing from 150 to
+ * near 1, so a few MiB of noise in one point moved its crossing from 150 to
  * 480 MB run to run. The quick run judges F + 2S instead, from this run's
  * own floor and sidecar; the line is printed.
  */
@@ -143,15 +144,15 @@ export function breakEven(
   return {
     id: "P5m",
     name: key === "rss" ? "break-even size: the smallest unsharded client-go controller (peak RSS) whose pod at N=2 costs less" : "break-even size (anonymous memory): the smallest unsharded client-go controller (peak anonymous memory) whose pod at N=2 costs less",
-    candidate: { label: value === line ? `break-even unsharded ${what} (line through the curve)` : `break-even unsharded ${what} (controller floor + 2 × sidecar peak)`, value: r1(value / MB), unit: "MB" },
-    baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MB), unit: "MB" },
+    candidate: { label: value === line ? `break-even unsharded ${what} (line through the curve)` : `break-even unsharded ${what} (controller floor + 2 × sidecar peak)`, value: r1(value / MiB), unit: "MiB" },
+    baseline: { label: "largest unsharded peak measured", value: r1(measuredMax / MiB), unit: "MiB" },
     ratio: measuredMax / value,
     extra: {
-      ...(key === "rss" ? { targetMaxMB: TARGET_BREAK_EVEN_MB } : {}),
+      ...(key === "rss" ? { targetMaxMiB: TARGET_BREAK_EVEN_MIB } : {}),
       metric: key === "rss" ? "break-even" : "break-even-anon",
-      lineMB: r1(line / MB),
-      ...(model === undefined ? {} : { floorPlusTwoSidecarsMB: r1(model / MB), sidecarPeakMB: r1((sidecar?.[key] ?? 0) / MB) }),
-      fixedMB: r1(fit.a / MB),
+      lineMiB: r1(line / MiB),
+      ...(model === undefined ? {} : { floorPlusTwoSidecarsMiB: r1(model / MiB), sidecarPeakMiB: r1((sidecar?.[key] ?? 0) / MiB) }),
+      fixedMiB: r1(fit.a / MiB),
       slope: Math.round(fit.b * 1000) / 1000,
       points: points.length,
       withinMeasured: line <= measuredMax ? "yes" : "no",

@@ -4,6 +4,7 @@
  * (the bench CA), TLS to its controller, admin on loopback. Its stats and
  * memory are read from its own /debug/shardcar.
  */
+import { availableParallelism } from "node:os";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
 import { CLI, httpGet, start, type Child } from "./proc.ts";
 import type { BenchTls } from "./tls.ts";
@@ -30,6 +31,17 @@ export interface ProxyProcOptions {
   readonly extraArgs?: readonly string[];
   /** A command the proxy runs under (e.g. `["heaptrack", "-o", FILE]`): then `child.pid` is the wrapper's. */
   readonly wrapper?: readonly string[];
+}
+
+/**
+ * `base` with V8's and glibc's own defaults in place of the sidecar's
+ * runtime settings, for a before/after: a proxy started without them would
+ * add them itself (src/cli/bin.ts), but keeps a semi-space size and an arena
+ * count that are set. `--max-semi-space-size=0` is V8's default (sized by
+ * V8); 8 arenas a core is glibc's default limit on 64-bit.
+ */
+export function withoutSidecarRuntime(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...base, NODE_OPTIONS: "--max-semi-space-size=0", MALLOC_ARENA_MAX: String(8 * availableParallelism()) };
 }
 
 export async function startProxyProc(o: ProxyProcOptions): Promise<ProxyProc> {

@@ -18,12 +18,12 @@ import { barChart, lineChart, PALETTE } from "./svg.ts";
 const TARGETS: ReadonlyArray<{ id: string; what: string; target: string }> = [
   { id: "P1", what: "pass-through GET latency added by the proxy at 1,000 req/s", target: "p50 ≤ 0.3 ms, p99 ≤ 2 ms; throughput ratio vs direct reported" },
   { id: "P2", what: "sharded LIST, server filtered (fast path)", target: "≥ 0.8× a raw byte pipe" },
-  { id: "P3", what: "sharded LIST, server ignored (filter path), 200 MB JSON", target: "≥ 4× JSON.parse+filter+stringify; peak RSS growth ≤ 64 MB" },
+  { id: "P3", what: "sharded LIST, server ignored (filter path), 200 MB JSON", target: "≥ 4× JSON.parse+filter+stringify; peak RSS growth ≤ 64 MiB" },
   { id: "P4", what: "WATCH filtering, about 2 KB events", target: "≥ 4× a line splitter + JSON.parse (ndjson)" },
   { id: "P5", what: "N = 1, 2, 4, 8 replicas, gate on and gate off", target: "bytes to each controller ≤ 1.1·total/N; gate on: upstream bytes per proxy ≤ 1.1·total/N" },
-  { id: "P5m", what: "pod memory at the peak, N = 1, 2, 4, 8, client-node and client-go controllers", target: "(controller RSS + proxy RSS) ÷ unsharded controller RSS < 1.0 at N = 2; ≤ 0.70 at N = 8 (client-node); client-go break-even ≤ 100 MB" },
-  { id: "P6", what: "idle sidecar", target: "RSS ≤ 64 MB (static and ring mode); start to ready ≤ 500 ms" },
-  { id: "P6b", what: "sidecar under load", target: "RSS growth over idle ≤ 32 MB while streaming a 100 MB list and 5 minutes of churn, fast and slow (2 MB/s) client" },
+  { id: "P5m", what: "pod memory at the peak, N = 1, 2, 4, 8, client-node and client-go controllers", target: "(controller RSS + proxy RSS) ÷ unsharded controller RSS < 1.0 at N = 2; ≤ 0.70 at N = 8 (client-node); client-go break-even ≤ 100 MiB" },
+  { id: "P6", what: "idle sidecar", target: "RSS ≤ 64 MiB (static and ring mode); start to ready ≤ 500 ms" },
+  { id: "P6b", what: "sidecar under load", target: "RSS growth over idle ≤ 32 MiB while streaming a 100 MB list and 5 minutes of churn, fast and slow (2 MB/s) client" },
   { id: "P7", what: "ring scale-out by one", target: "full relists = 1; convergence ≤ lease duration + one list" },
   { id: "P8", what: "N = 1, 2, 4, 8 replicas in labels mode with the gate off, next to shardselector mode with the gate on", target: "gate off: upstream bytes per proxy ≤ 1.1·total/N" },
   { id: "S1", what: "the ring at scale: 64 members over 200,000 objects, start, scale 64 → 65, a leave, a crash", target: "start: exact coverage within lease duration + one full list, one LIST per member, pods listed ≤ 1.25× the pods, no member given more than 2× its share; other steps: exact within lease duration + one share-list (a crash: + a retry period), LISTs ≤ one per gaining member, at most spec.relistBudget keyspaces relisted per handoff (graceful steps); ShardRing ≤ 1.5 MiB" },
@@ -167,7 +167,7 @@ function p5Section(run: BenchRun): Section {
       const cb = checksFor(run, b);
       const cu = checksFor(run, u);
       md.push(
-        `| ${n} | ${gate} | ${fmtNum(b.candidate.value)} MB | ${fmtNum(extraNum(b, "evenShareMB") ?? 0)} MB | **${fmtNum(b.ratio)}×** (≥ ${fmtNum(n / 1.1)}) ${status(cb)} | ${fmtNum(u.candidate.value)} MB, ${fmtNum(u.ratio)}×${cu.length === 0 ? " (price of fallback)" : ` ${status(cu)}`} | ${extraNum(b, "objectsMin") ?? "?"}–${extraNum(b, "objectsMax") ?? "?"} (${extraNum(b, "objectsNoProxy") ?? "?"}) | ${extraStr(b, "exact") ?? "?"} | ${fmtNum(h.candidate.value)} MB (${fmtNum(h.baseline.value)} MB) | ${fmtNum(extraNum(m, "proxyRssMaxMB") ?? 0)} MB (${fmtNum(extraNum(m, "proxyPeakRssMaxMB") ?? 0)} MB) | ${fmtNum(m.candidate.value)} MB (${fmtNum(m.baseline.value)} MB) |`,
+        `| ${n} | ${gate} | ${fmtNum(b.candidate.value)} MB | ${fmtNum(extraNum(b, "evenShareMB") ?? 0)} MB | **${fmtNum(b.ratio)}×** (≥ ${fmtNum(n / 1.1)}) ${status(cb)} | ${fmtNum(u.candidate.value)} MB, ${fmtNum(u.ratio)}×${cu.length === 0 ? " (price of fallback)" : ` ${status(cu)}`} | ${extraNum(b, "objectsMin") ?? "?"}–${extraNum(b, "objectsMax") ?? "?"} (${extraNum(b, "objectsNoProxy") ?? "?"}) | ${extraStr(b, "exact") ?? "?"} | ${fmtNum(h.candidate.value)} MiB (${fmtNum(h.baseline.value)} MiB) | ${fmtNum(extraNum(m, "proxyRssMaxMiB") ?? 0)} MiB (${fmtNum(extraNum(m, "proxyPeakRssMaxMiB") ?? 0)} MiB) | ${fmtNum(m.candidate.value)} MiB (${fmtNum(m.baseline.value)} MiB) |`,
       );
     }
   }
@@ -178,7 +178,7 @@ function p5Section(run: BenchRun): Section {
   const svgs: Record<string, string> = {};
   const fit = fitInverse(ns, series("controller-heap", "on"));
   if (fit !== undefined) {
-    md.push(`Controller heap, gate on, fits **${fmtNum(fit.a)} MB + ${fmtNum(fit.b)} MB / N** (least squares over N = ${ns.join(", ")}): a fixed floor (runtime, client-node, the informer) plus a part that falls as 1/N — the cache itself.`, "");
+    md.push(`Controller heap, gate on, fits **${fmtNum(fit.a)} MiB + ${fmtNum(fit.b)} MiB / N** (least squares over N = ${ns.join(", ")}): a fixed floor (runtime, client-node, the informer) plus a part that falls as 1/N — the cache itself.`, "");
   }
   svgs["p5-heap.svg"] = lineChart({
     title: "P5: controller heap against N (memory ∝ 1/N)",
@@ -188,10 +188,10 @@ function p5Section(run: BenchRun): Section {
       // Gate on and off hold the same objects: the wider line underneath stays visible.
       { name: "shardcar, gate on", values: series("controller-heap", "on"), color: PALETTE.blue, width: 7 },
       { name: "shardcar, gate off", values: series("controller-heap", "off"), color: PALETTE.orange },
-      ...(fit === undefined ? [] : [{ name: `fit ${fmtNum(fit.a)} + ${fmtNum(fit.b)}/N MB`, values: ns.map((n) => fit.a + fit.b / n), color: PALETTE.green, reference: true }]),
+      ...(fit === undefined ? [] : [{ name: `fit ${fmtNum(fit.a)} + ${fmtNum(fit.b)}/N MiB`, values: ns.map((n) => fit.a + fit.b / n), color: PALETTE.green, reference: true }]),
     ],
     xLabel: "replicas (N)",
-    yLabel: "heap used after GC, MB (largest replica)",
+    yLabel: "heap used after GC, MiB (largest replica)",
   });
   svgs["p5-bytes.svg"] = lineChart({
     title: "P5: bytes reaching each controller against N",
@@ -240,9 +240,9 @@ function p5mSection(runs: readonly BenchRun[]): Section {
       const rest = all.find(({ r: x }) => extraStr(x, "metric") === "pod-rest" && extraStr(x, "controller") === extraStr(r, "controller") && extraStr(x, "gate") === extraStr(r, "gate") && extraNum(x, "n") === extraNum(r, "n"))?.r;
       const c = checksFor(run, r);
       const bound = r.target === undefined ? "" : ` (< ${fmtNum(1 / r.target)})`;
-      const floor = extraNum(r, "controllerFloorPeakMB");
+      const floor = extraNum(r, "controllerFloorPeakMiB");
       md.push(
-        `| ${extraStr(r, "controller") ?? "?"}${floor === undefined ? "" : ` (floor ${fmtNum(floor)} MB)`} | ${extraStr(r, "gate") ?? "?"} | ${extraNum(r, "n") ?? "?"} | ${fmtNum(extraNum(r, "controllerPeakMB") ?? 0)} MB | ${fmtNum(extraNum(r, "proxyPeakMB") ?? 0)} MB | ${fmtNum(r.candidate.value)} MB | ${fmtNum(r.baseline.value)} MB | **${fmtNum(extraNum(r, "podOverUnsharded") ?? 0)}**${bound} | ${status(c)} | ${rest === undefined ? "—" : `${fmtNum(extraNum(rest, "podOverUnsharded") ?? 0)} (${fmtNum(rest.candidate.value)} / ${fmtNum(rest.baseline.value)} MB)`} | ${extraStr(r, "exact") ?? "?"} |`,
+        `| ${extraStr(r, "controller") ?? "?"}${floor === undefined ? "" : ` (floor ${fmtNum(floor)} MiB)`} | ${extraStr(r, "gate") ?? "?"} | ${extraNum(r, "n") ?? "?"} | ${fmtNum(extraNum(r, "controllerPeakMiB") ?? 0)} MiB | ${fmtNum(extraNum(r, "proxyPeakMiB") ?? 0)} MiB | ${fmtNum(r.candidate.value)} MiB | ${fmtNum(r.baseline.value)} MiB | **${fmtNum(extraNum(r, "podOverUnsharded") ?? 0)}**${bound} | ${status(c)} | ${rest === undefined ? "—" : `${fmtNum(extraNum(rest, "podOverUnsharded") ?? 0)} (${fmtNum(rest.candidate.value)} / ${fmtNum(rest.baseline.value)} MiB)`} | ${extraStr(r, "exact") ?? "?"} |`,
       );
     }
     md.push("");
@@ -251,25 +251,25 @@ function p5mSection(runs: readonly BenchRun[]): Section {
   const be = all.find(({ r }) => extraStr(r, "metric") === "break-even");
   if (points.length > 0) {
     md.push("**Break-even curve (client-go, gate on, N = 2).**", "", "| configmaps | data | unsharded controller peak | pod at N = 2 (controller + proxy peaks) | pod ÷ unsharded |", "|---|---|---|---|---|");
-    for (const r of points) md.push(`| ${extraNum(r, "objects") ?? "?"} | ${fmtNum(extraNum(r, "dataMB") ?? 0)} MB | ${fmtNum(r.baseline.value)} MB | ${fmtNum(r.candidate.value)} MB | ${fmtNum(r.candidate.value / r.baseline.value)} |`);
+    for (const r of points) md.push(`| ${extraNum(r, "objects") ?? "?"} | ${fmtNum(extraNum(r, "dataMB") ?? 0)} MB | ${fmtNum(r.baseline.value)} MiB | ${fmtNum(r.candidate.value)} MiB | ${fmtNum(r.candidate.value / r.baseline.value)} |`);
     md.push("");
     svgs["p5m-break-even.svg"] = lineChart({
       title: "P5m: client-go pod at N = 2 against the unsharded controller",
-      categories: points.map((r) => `${fmtNum(r.baseline.value)} MB`),
+      categories: points.map((r) => `${fmtNum(r.baseline.value)} MiB`),
       series: [
         { name: "unsharded controller (peak RSS)", values: points.map((r) => r.baseline.value), color: PALETTE.grey },
         { name: "pod at N = 2: controller + sidecar (peak RSS)", values: points.map((r) => r.candidate.value), color: PALETTE.blue },
       ],
       xLabel: "unsharded controller peak RSS (cache size grows →)",
-      yLabel: "MB",
-      hLines: [{ value: 100, label: "break-even target: ≤ 100 MB unsharded" }],
+      yLabel: "MiB",
+      hLines: [{ value: 100, label: "break-even target: ≤ 100 MiB unsharded" }],
     });
     md.push("![P5m break-even curve](perf/p5m-break-even.svg)", "");
   }
   if (be !== undefined) {
     const c = checksFor(be.run, be.r);
     md.push(
-      `**Break-even size:** **${fmtNum(be.r.candidate.value)} MB** of unsharded peak RSS (target ≤ 100 MB, ${status(c)}): the line through the curve, pod = ${fmtNum(extraNum(be.r, "fixedMB") ?? 0)} MB + ${fmtNum(extraNum(be.r, "slope") ?? 0)} × unsharded, crosses pod = unsharded there (${(extraStr(be.r, "withinMeasured") ?? "").startsWith("yes") ? "inside" : "beyond"} the measured range).`,
+      `**Break-even size:** **${fmtNum(be.r.candidate.value)} MiB** of unsharded peak RSS (target ≤ 100 MiB, ${status(c)}): the line through the curve, pod = ${fmtNum(extraNum(be.r, "fixedMiB") ?? 0)} MiB + ${fmtNum(extraNum(be.r, "slope") ?? 0)} × unsharded, crosses pod = unsharded there (${(extraStr(be.r, "withinMeasured") ?? "").startsWith("yes") ? "inside" : "beyond"} the measured range).`,
       "",
     );
   }
@@ -453,7 +453,7 @@ function p5mSummary(rs: ReadonlyArray<{ readonly r: BenchResult; readonly checks
     lines.push(`${kind}, pod ÷ unsharded at the peak: ${cells.join(", ")}`);
   }
   for (const { r, checks } of rs.filter(({ r }) => extraStr(r, "metric") === "break-even")) {
-    lines.push(`client-go break-even: **${fmtNum(r.candidate.value)} MB** unsharded (≤ ${fmtNum(extraNum(r, "targetMaxMB") ?? 0)} MB) ${checks.every((c) => c.pass) ? "✅" : "❌"}`);
+    lines.push(`client-go break-even: **${fmtNum(r.candidate.value)} MiB** unsharded (≤ ${fmtNum(extraNum(r, "targetMaxMiB") ?? 0)} MiB) ${checks.every((c) => c.pass) ? "✅" : "❌"}`);
   }
   return lines.join("<br>");
 }

@@ -36,7 +36,7 @@ import { fileURLToPath } from "node:url";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import type { Bench, BenchResult } from "../lib/bench.ts";
 import type { MeasureReply } from "../children/controller-child.ts";
-import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../lib/memory.ts";
+import { memoryNow, MemorySampler, procMemory, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { ask, forkTs, stopAll, until, type Child } from "../lib/proc.ts";
 import { NO_MEMORY, podMemory, type PodFigures } from "../lib/pod-memory.ts";
 import { proxyStats, startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
@@ -45,6 +45,7 @@ import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const CONTROLLER = fileURLToPath(new URL("../children/controller-child.ts", import.meta.url));
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
+/** Bytes on the wire in MB, 10^6 bytes; memory is in MiB (toMiB). */
 export const MB = 1e6;
 /** design.md P5: at most 10% over an even share. */
 export const SLACK = 1.1;
@@ -145,7 +146,6 @@ export async function runConfig(n: number, mode: Mode, devapi: Child, devapiUrl:
 
 export const maxOf = (xs: readonly number[]): number => xs.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
 export const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-const r1 = (x: number): number => Math.round(x * 10) / 10;
 export const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
 export const bench: Bench = async ({ quick }) => {
@@ -214,24 +214,24 @@ export const bench: Bench = async ({ quick }) => {
         results.push({
           id: "P5",
           name: `controller heap after GC, gate ${mode}, N=${n}`,
-          candidate: { label: "largest controller heap, via shardcar", value: r1(heap / MB), unit: "MB" },
-          baseline: { label: "controller heap without proxy", value: r1(noneHeap / MB), unit: "MB" },
+          candidate: { label: "largest controller heap, via shardcar", value: toMiB(heap), unit: "MiB" },
+          baseline: { label: "controller heap without proxy", value: toMiB(noneHeap), unit: "MiB" },
           ratio: noneHeap / heap,
-          extra: { ...common, metric: "controller-heap", meanMB: r1(mean(f.map((x) => x.heapUsed)) / MB) },
+          extra: { ...common, metric: "controller-heap", meanMiB: toMiB(mean(f.map((x) => x.heapUsed))) },
         });
         const perReplica = maxOf(f.map((x) => x.controllerRest.rss + x.proxyRest.rss));
         results.push({
           id: "P5",
           name: `memory per replica (controller RSS + proxy RSS), gate ${mode}, N=${n}`,
-          candidate: { label: "controller + proxy RSS, largest replica", value: r1(perReplica / MB), unit: "MB" },
-          baseline: { label: "controller RSS without proxy", value: r1(noneRss / MB), unit: "MB" },
+          candidate: { label: "controller + proxy RSS, largest replica", value: toMiB(perReplica), unit: "MiB" },
+          baseline: { label: "controller RSS without proxy", value: toMiB(noneRss), unit: "MiB" },
           ratio: noneRss / perReplica,
           extra: {
             ...common,
             metric: "replica-rss",
-            proxyRssMaxMB: r1(maxOf(f.map((x) => x.proxyRest.rss)) / MB),
-            proxyPeakRssMaxMB: r1(maxOf(f.map((x) => x.proxyPeak.rss)) / MB),
-            controllerRssMaxMB: r1(maxOf(f.map((x) => x.controllerRest.rss)) / MB),
+            proxyRssMaxMiB: toMiB(maxOf(f.map((x) => x.proxyRest.rss))),
+            proxyPeakRssMaxMiB: toMiB(maxOf(f.map((x) => x.proxyPeak.rss))),
+            controllerRssMaxMiB: toMiB(maxOf(f.map((x) => x.controllerRest.rss))),
             syncMsMax: Math.round(maxOf(f.map((x) => x.syncMs))),
             syncMsNoProxy: Math.round(maxOf(figs.none.map((x) => x.syncMs))),
           },

@@ -15,7 +15,7 @@
  * And the break-even curve (gate on): for growing caches, the unsharded
  * controller's peak against the pod's at N = 2; the break-even size is
  * where the line through those points crosses "pod = unsharded" (target:
- * ≤ 100 MB of unsharded peak RSS).
+ * ≤ 100 MiB of unsharded peak RSS).
  *
  * Skipped (BenchSkipped, with the reason) when the Go toolchain or the kit
  * is missing; in quick mode also when the controller is not built yet (a
@@ -30,13 +30,14 @@ import { join } from "node:path";
 import { HashMatcher, shardRange } from "../../src/shard/range.ts";
 import { buildClientGoController, cachedClientGoController, startClientGoController, writeKubeconfig, type ClientGoController } from "../../test/support/client-go-controller.ts";
 import { BenchSkipped, type Bench, type BenchResult } from "../lib/bench.ts";
-import { memoryNow, MemorySampler, procMemory, type MemoryFigures } from "../lib/memory.ts";
+import { memoryNow, MemorySampler, procMemory, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { breakEven, NO_MEMORY, podMemory, type PodFigures } from "../lib/pod-memory.ts";
 import { sleep, stopAll, until } from "../lib/proc.ts";
 import { startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
 import { configMapUids, seedConfigMaps, startRealApi, stopRealApi, type RealApi } from "../lib/realapi.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
+/** Data sizes (the cache's objects) in MB, 10^6 bytes; memory is in MiB (toMiB). */
 const MB = 1e6;
 const P5M_NS = "p5m";
 const CURVE_NS = "p5m-curve";
@@ -144,9 +145,9 @@ export const bench: Bench = async ({ quick }) => {
     const dataMB = r1((uids.length * bytes) / MB);
     const floor = (await replicas(s(), EMPTY_NS, 1, false, []))[0];
     const floorExtra = {
-      controllerFloorPeakMB: r1((floor?.controllerPeak.rss ?? 0) / MB),
-      controllerFloorRestMB: r1((floor?.controllerRest.rss ?? 0) / MB),
-      controllerFloorPeakAnonMB: r1((floor?.controllerPeak.anon ?? 0) / MB),
+      controllerFloorPeakMiB: toMiB(floor?.controllerPeak.rss ?? 0),
+      controllerFloorRestMiB: toMiB(floor?.controllerRest.rss ?? 0),
+      controllerFloorPeakAnonMiB: toMiB(floor?.controllerPeak.anon ?? 0),
     };
     const unsharded = (await replicas(s(), P5M_NS, 1, false, uids))[0];
     if (unsharded === undefined) throw new Error("no unsharded figures");
@@ -185,18 +186,18 @@ export const bench: Bench = async ({ quick }) => {
         {
           id: "P5m",
           name: `break-even curve: client-go pod at N=2 vs unsharded, ${size} configmaps`,
-          candidate: { label: "pod at N=2 (controller + proxy peak RSS)", value: r1(pod.rss / MB), unit: "MB" },
-          baseline: { label: "unsharded controller peak RSS", value: r1(one.controllerPeak.rss / MB), unit: "MB" },
+          candidate: { label: "pod at N=2 (controller + proxy peak RSS)", value: toMiB(pod.rss), unit: "MiB" },
+          baseline: { label: "unsharded controller peak RSS", value: toMiB(one.controllerPeak.rss), unit: "MiB" },
           ratio: one.controllerPeak.rss / pod.rss,
           extra: { metric: "break-even-point", ...pointExtra },
         },
         {
           id: "P5m",
           name: `break-even curve (anonymous memory): client-go pod at N=2 vs unsharded, ${size} configmaps`,
-          candidate: { label: "pod at N=2 (controller + proxy peak anonymous memory)", value: r1(pod.anon / MB), unit: "MB" },
-          baseline: { label: "unsharded controller peak anonymous memory", value: r1(one.controllerPeak.anon / MB), unit: "MB" },
+          candidate: { label: "pod at N=2 (controller + proxy peak anonymous memory)", value: toMiB(pod.anon), unit: "MiB" },
+          baseline: { label: "unsharded controller peak anonymous memory", value: toMiB(one.controllerPeak.anon), unit: "MiB" },
           ratio: one.controllerPeak.anon / pod.anon,
-          extra: { metric: "break-even-point-anon", unshardedRssMB: r1(one.controllerPeak.rss / MB), ...pointExtra },
+          extra: { metric: "break-even-point-anon", unshardedRssMiB: toMiB(one.controllerPeak.rss), ...pointExtra },
         },
       );
     }

@@ -22,7 +22,7 @@
  * Every process here runs with those settings, as the image runs them.
  *
  * Each figure is the median of several cold starts, the three series
- * interleaved. Targets (design.md): RSS ≤ 64 MB and start-to-ready ≤ 500 ms.
+ * interleaved. Targets (design.md): RSS ≤ 64 MiB and start-to-ready ≤ 500 ms.
  *
  * Start-to-ready is also measured as the CPU time the process spent from
  * spawn to ready. The full run judges the wall time; the quick (CI) run
@@ -51,8 +51,8 @@ import { procMemory, procPss } from "../lib/memory.ts";
 import { CLI, cpuMsOf, freePort, sleep, start, stopAll, waitReady } from "../lib/proc.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
-const MB = 1024 * 1024;
-const TARGET_RSS_MB = 64;
+const MiB = 1024 * 1024;
+const TARGET_RSS_MIB = 64;
 const TARGET_READY_MS = 500;
 const NS = "p6";
 const RING = "p6";
@@ -68,10 +68,10 @@ interface Sample {
   readyMs: number;
   /** CPU time the process used from spawn to ready. */
   readyCpuMs: number;
-  rssMB: number;
-  anonMB: number;
-  fileMB: number;
-  pssMB: number;
+  rssMiB: number;
+  anonMiB: number;
+  fileMiB: number;
+  pssMiB: number;
 }
 
 interface Upstreams {
@@ -109,7 +109,7 @@ async function sample(kind: Kind, up: Upstreams, tls: BenchTls, idleMs: number, 
     const readyCpuMs = cpuMsOf(child.pid);
     await sleep(idleMs);
     const m = procMemory(child.pid);
-    return { readyMs, readyCpuMs, rssMB: m.rss / MB, anonMB: m.anon / MB, fileMB: m.file / MB, pssMB: procPss(child.pid).pss / MB };
+    return { readyMs, readyCpuMs, rssMiB: m.rss / MiB, anonMiB: m.anon / MiB, fileMiB: m.file / MiB, pssMiB: procPss(child.pid).pss / MiB };
   } catch (e) {
     throw new Error(`${kind}: ${e instanceof Error ? e.message : String(e)}; output:\n${child.lines.slice(-20).join("\n")}`, { cause: e });
   } finally {
@@ -179,20 +179,20 @@ async function measure({ quick }: { quick: boolean }, sel: Selection): Promise<B
     for (let i = 0; i < runs; i++) {
       for (const kind of kinds) {
         const s = await sample(kind, up, tls, idleMs, i);
-        if (sel.verbose) process.stderr.write(`${kind} #${i}: rss ${s.rssMB.toFixed(1)} MB (anon ${s.anonMB.toFixed(1)}, file ${s.fileMB.toFixed(1)}, pss ${s.pssMB.toFixed(1)}), ready ${Math.round(s.readyMs)} ms, cpu ${s.readyCpuMs} ms\n`);
+        if (sel.verbose) process.stderr.write(`${kind} #${i}: rss ${s.rssMiB.toFixed(1)} MiB (anon ${s.anonMiB.toFixed(1)}, file ${s.fileMiB.toFixed(1)}, pss ${s.pssMiB.toFixed(1)}), ready ${Math.round(s.readyMs)} ms, cpu ${s.readyCpuMs} ms\n`);
         series[kind].push(s);
       }
     }
     const r1 = (n: number): number => Math.round(n * 10) / 10;
-    const rssBare = median(series.bare.map((s) => s.rssMB));
-    const anonBare = median(series.bare.map((s) => s.anonMB));
+    const rssBare = median(series.bare.map((s) => s.rssMiB));
+    const anonBare = median(series.bare.map((s) => s.anonMiB));
     const readyBare = median(series.bare.map((s) => s.readyMs));
     const readyCpuBare = median(series.bare.map((s) => s.readyCpuMs));
     const baseline = "bare node, same listeners and settings";
     const results: BenchResult[] = [];
     for (const kind of sel.kinds) {
       const xs = series[kind];
-      const rss = median(xs.map((s) => s.rssMB));
+      const rss = median(xs.map((s) => s.rssMiB));
       const ready = median(xs.map((s) => s.readyMs));
       const readyCpu = median(xs.map((s) => s.readyCpuMs));
       // The static rows keep their names, so their history stays comparable.
@@ -202,32 +202,32 @@ async function measure({ quick }: { quick: boolean }, sel: Selection): Promise<B
         {
           id: "P6",
           name: `idle sidecar RSS${mode} (after ${idleMs / 1000} s idle, median of ${runs})`,
-          candidate: { label, value: r1(rss), unit: "MB" },
-          baseline: { label: baseline, value: r1(rssBare), unit: "MB" },
+          candidate: { label, value: r1(rss), unit: "MiB" },
+          baseline: { label: baseline, value: r1(rssBare), unit: "MiB" },
           ratio: rssBare / rss,
           extra: {
-            targetMax: TARGET_RSS_MB,
-            maxMB: r1(Math.max(...xs.map((s) => s.rssMB))),
-            overBareMB: r1(rss - rssBare),
+            targetMax: TARGET_RSS_MIB,
+            maxMiB: r1(Math.max(...xs.map((s) => s.rssMiB))),
+            overBareMiB: r1(rss - rssBare),
             // Where it is: heap and native memory, or the node binary's pages the process touched.
-            anonMB: r1(median(xs.map((s) => s.anonMB))),
-            fileMB: r1(median(xs.map((s) => s.fileMB))),
+            anonMiB: r1(median(xs.map((s) => s.anonMiB))),
+            fileMiB: r1(median(xs.map((s) => s.fileMiB))),
           },
         },
         {
           id: "P6",
           name: `idle sidecar anonymous memory${mode} (RssAnon after ${idleMs / 1000} s idle, median of ${runs})`,
-          candidate: { label, value: r1(median(xs.map((s) => s.anonMB))), unit: "MB" },
-          baseline: { label: baseline, value: r1(anonBare), unit: "MB" },
-          ratio: anonBare / median(xs.map((s) => s.anonMB)),
+          candidate: { label, value: r1(median(xs.map((s) => s.anonMiB))), unit: "MiB" },
+          baseline: { label: baseline, value: r1(anonBare), unit: "MiB" },
+          ratio: anonBare / median(xs.map((s) => s.anonMiB)),
           extra: {
-            targetMax: ANON_TARGETS.idleMaxMB,
+            targetMax: ANON_TARGETS.idleMaxMiB,
             metric: "anon",
-            maxMB: r1(Math.max(...xs.map((s) => s.anonMB))),
-            overBareMB: r1(median(xs.map((s) => s.anonMB)) - anonBare),
+            maxMiB: r1(Math.max(...xs.map((s) => s.anonMiB))),
+            overBareMiB: r1(median(xs.map((s) => s.anonMiB)) - anonBare),
             // PSS: its share of the node binary's pages with the other node processes of this binary running now (one bench's, here).
-            pssMB: r1(median(xs.map((s) => s.pssMB))),
-            barePssMB: r1(median(series.bare.map((s) => s.pssMB))),
+            pssMiB: r1(median(xs.map((s) => s.pssMiB))),
+            barePssMiB: r1(median(series.bare.map((s) => s.pssMiB))),
           },
         },
         {

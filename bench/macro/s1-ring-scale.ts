@@ -9,7 +9,7 @@
  * - every member is a real `shardcar proxy --shards ring` process (its ring
  *   member, Lease, handoff ledger, filters and synthetic DELETEs are the
  *   sidecar's own, with the CLI's default timings);
- * - the controllers behind them are not 64 informer processes (64 × ~100 MB
+ * - the controllers behind them are not 64 informer processes (64 × ~100 MiB
  *   and a core-second each to start do not fit beside 64 proxies on 2 cores):
  *   they are client-node's reflector (`ListWatch` + `Watch`, the code a
  *   client-node informer runs) in one process, keeping each pod's identity
@@ -62,7 +62,7 @@ import type { ListRecord } from "../children/reflector-fleet.ts";
 import { epoch, gainersOf, maxConcurrent, pool, RingRig, type Replica } from "../lib/ring-rig.ts";
 import { ETCD_OBJECT_LIMIT, largestFitting, ringObjectBytes } from "../lib/ring-status-size.ts";
 
-const MB = 1024 * 1024;
+const MiB = 1024 * 1024;
 
 interface StepFigures {
   readonly step: string;
@@ -87,8 +87,8 @@ interface StepFigures {
   /** `name:lists` for every proxy that sent pod LISTs in the step (its /debug/shardcar counters). */
   readonly perMember: string;
   readonly coordinatorCpuMs: number;
-  readonly coordinatorPeakMB: number;
-  readonly coordinatorRssMB: number;
+  readonly coordinatorPeakMiB: number;
+  readonly coordinatorRssMiB: number;
   readonly ringBytes: number;
   readonly exempt: boolean;
 }
@@ -162,8 +162,8 @@ export const bench: Bench = async ({ quick }) => {
           .map(([n, v]) => `${n}:${v}`)
           .join(" "),
         coordinatorCpuMs,
-        coordinatorPeakMB: Math.round((peak / MB) * 10) / 10,
-        coordinatorRssMB: Math.round((procMemory(coordinator.pid).rss / MB) * 10) / 10,
+        coordinatorPeakMiB: Math.round((peak / MiB) * 10) / 10,
+        coordinatorRssMiB: Math.round((procMemory(coordinator.pid).rss / MiB) * 10) / 10,
         ringBytes: Math.max(0, ...window.map((s) => s.bytes)),
         exempt,
       });
@@ -219,7 +219,7 @@ export const bench: Bench = async ({ quick }) => {
     );
     const metrics = (await httpGet(metricsUrl, 10_000)).body;
     const crashUncoveredS = Number(/^shardcar_ring_crash_uncovered_seconds_sum\{[^}]*\} (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN);
-    const proxyRss = [...live.values()].map((r) => procMemory(r.proxy.pid).rss / MB).sort((a, b) => a - b);
+    const proxyRss = [...live.values()].map((r) => procMemory(r.proxy.pid).rss / MiB).sort((a, b) => a - b);
     const ringObjectMeasured = Math.max(0, ...seen.map((s) => s.bytes));
 
     // --- the status for growing N, computed
@@ -302,7 +302,7 @@ export const bench: Bench = async ({ quick }) => {
         candidate: { label: "coordinator CPU", value: s.coordinatorCpuMs, unit: "ms" },
         baseline: { label: "step duration", value: s.ms, unit: "ms" },
         ratio: s.ms / Math.max(1, s.coordinatorCpuMs),
-        extra: { ...base, metric: "coordinator", cpuShareOfOneCore: Math.round((s.coordinatorCpuMs / s.ms) * 1000) / 1000, peakRssMB: s.coordinatorPeakMB, rssMB: s.coordinatorRssMB, ringBytes: s.ringBytes },
+        extra: { ...base, metric: "coordinator", cpuShareOfOneCore: Math.round((s.coordinatorCpuMs / s.ms) * 1000) / 1000, peakRssMiB: s.coordinatorPeakMiB, rssMiB: s.coordinatorRssMiB, ringBytes: s.ringBytes },
       });
     }
     results.push({
@@ -337,10 +337,10 @@ export const bench: Bench = async ({ quick }) => {
     results.push({
       id: "S1",
       name: `${members} members: proxy RSS at the end`,
-      candidate: { label: "largest proxy", value: Math.round((proxyRss[proxyRss.length - 1] ?? 0) * 10) / 10, unit: "MB" },
-      baseline: { label: "median proxy", value: Math.round((proxyRss[Math.floor(proxyRss.length / 2)] ?? 0) * 10) / 10, unit: "MB" },
+      candidate: { label: "largest proxy", value: Math.round((proxyRss[proxyRss.length - 1] ?? 0) * 10) / 10, unit: "MiB" },
+      baseline: { label: "median proxy", value: Math.round((proxyRss[Math.floor(proxyRss.length / 2)] ?? 0) * 10) / 10, unit: "MiB" },
       ratio: (proxyRss[Math.floor(proxyRss.length / 2)] ?? 1) / (proxyRss[proxyRss.length - 1] ?? 1),
-      extra: { ...common, metric: "proxy-rss", totalMB: Math.round(proxyRss.reduce((a, b) => a + b, 0)), benchSeconds: Math.round((performance.now() - benchStart) / 1000) },
+      extra: { ...common, metric: "proxy-rss", totalMiB: Math.round(proxyRss.reduce((a, b) => a + b, 0)), benchSeconds: Math.round((performance.now() - benchStart) / 1000) },
     });
     return results;
   } finally {

@@ -4,7 +4,7 @@
  * - P3: filter path (no shardInfo; about half the pods kept) on a ~200 MB
  *   compact PodList (quick: ~20 MB) vs JSON.parse + filter + JSON.stringify
  *   of the same body (target >= 4x), and the peak RSS growth of a filter run
- *   (target <= 64 MB), measured in a child process so that nothing else the
+ *   (target <= 64 MiB), measured in a child process so that nothing else the
  *   benchmark allocates counts;
  * - P2: fast path (shardInfo confirmed) vs a raw byte pipe (target >= 0.8x).
  *
@@ -30,7 +30,9 @@ const LOW = parseSelector("shardRange(object.metadata.uid, '0x0000000000000000',
 const SENT = formatSelector(LOW);
 /** What a socket read typically hands over. */
 const CHUNK = 64 * 1024;
+/** Data sizes in MB (10^6 bytes); memory in MiB (2^20 bytes). */
 const MB = 1e6;
+const MiB = 1024 * 1024;
 
 interface Parsed {
   metadata?: { remainingItemCount?: number };
@@ -82,13 +84,13 @@ async function rssChild(bytes: number, which: "filter" | "baseline"): Promise<vo
   await pumpToNull(chunks, [tap, stage], sample);
   sample();
   clearInterval(timer);
-  process.stdout.write(JSON.stringify({ growthMB: (peak - before) / MB, inputMB: body.length / MB }));
+  process.stdout.write(JSON.stringify({ growthMiB: (peak - before) / MiB, inputMB: body.length / MB }));
 }
 
-async function measureRss(bytes: number, which: "filter" | "baseline"): Promise<{ growthMB: number; inputMB: number }> {
+async function measureRss(bytes: number, which: "filter" | "baseline"): Promise<{ growthMiB: number; inputMB: number }> {
   const self = fileURLToPath(import.meta.url);
   const { stdout } = await promisify(execFile)(process.execPath, ["--expose-gc", self, "--rss-child", String(bytes), which], { maxBuffer: 1 << 20 });
-  return JSON.parse(stdout) as { growthMB: number; inputMB: number };
+  return JSON.parse(stdout) as { growthMiB: number; inputMB: number };
 }
 
 export const bench: Bench = async ({ quick }) => {
@@ -145,10 +147,10 @@ export const bench: Bench = async ({ quick }) => {
     {
       id: "P3-rss",
       name: "JSON LIST filter path: peak RSS growth while filtering",
-      candidate: { label: "createJsonListFilter", value: round(rss.growthMB), unit: "MB" },
-      baseline: { label: "JSON.parse+filter+JSON.stringify", value: round(baselineRss.growthMB), unit: "MB" },
-      ratio: baselineRss.growthMB / Math.max(rss.growthMB, 0.1),
-      extra: { inputMB: round(rss.inputMB), targetMaxMB: 64, withinTarget: rss.growthMB <= 64 ? "yes" : "no" },
+      candidate: { label: "createJsonListFilter", value: round(rss.growthMiB), unit: "MiB" },
+      baseline: { label: "JSON.parse+filter+JSON.stringify", value: round(baselineRss.growthMiB), unit: "MiB" },
+      ratio: baselineRss.growthMiB / Math.max(rss.growthMiB, 0.1),
+      extra: { inputMB: round(rss.inputMB), targetMaxMiB: 64, withinTarget: rss.growthMiB <= 64 ? "yes" : "no" },
     },
     {
       id: "P2",

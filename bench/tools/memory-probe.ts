@@ -13,44 +13,52 @@
  *   node bench/tools/memory-probe.ts [--pods 24000] [--shards 0/4]
  *       [--gate off] [--rate 2000000] [--churn-s 60] [--churn-rate 200]
  *       [--node-flags "--max-semi-space-size=1"] [--env K=V,...] [--sidecar-env]
+ *       [--without-sidecar-runtime]   V8's and glibc's defaults in place of the
+ *                          sidecar's settings (which the proxy otherwise adds
+ *                          itself, src/cli/bin.ts), for a before/after
  *       [--snapshot DIR]   heap snapshots (SIGUSR2) at idle, mid-list, after
  *       [--bare]           also: a bare Node process with the same listeners
  *       [--timeline]       client/proxy bytes and memory every second of a list
  *       [--proxy-output]   the proxy's non-log output (e.g. with --trace-gc)
+ *       [--curl]           read the lists with curl (--limit-rate for the
+ *                          slow reader) instead of this process's reader
  *
- * Prints a JSON report. Used for docs/performance.md's breakdown; the
+ * Prints a JSON report; memory in MiB (2^20 bytes). Used for docs/performance.md's breakdown; the
  * benches (P6, P6b) measure the same things against their targets.
  */
+import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { sidecarProcessEnv } from "../../src/sidecar-runtime.ts";
-import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMB, type MemoryFigures } from "../lib/memory.ts";
+import { MemorySampler, procCpuMs, procIo, procMemory, readBody, smapsRollup, toMiB, type MemoryFigures } from "../lib/memory.ts";
 import { ask, forkTs, httpGet, sleep, start, stopAll, until } from "../lib/proc.ts";
-import { startProxyProc, type ProxyProc } from "../lib/proxy-proc.ts";
+import { startProxyProc, withoutSidecarRuntime, type ProxyProc } from "../lib/proxy-proc.ts";
 import { benchTls, type BenchTls } from "../lib/tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
 
 interface Phase {
   readonly phase: string;
-  readonly peakMB?: number;
-  readonly peakAnonMB?: number;
-  readonly peakPssMB?: number;
-  readonly rssMB: number;
-  readonly anonMB: number;
-  readonly fileMB: number;
-  readonly pssMB: number;
-  readonly privateDirtyMB: number;
+  readonly peakMiB?: number;
+  readonly peakAnonMiB?: number;
+  readonly peakPssMiB?: number;
+  readonly rssMiB: number;
+  /** VmHWM: the kernel's peak RSS since the process started. */
+  readonly hwmMiB: number;
+  readonly anonMiB: number;
+  readonly fileMiB: number;
+  readonly pssMiB: number;
+  readonly privateDirtyMiB: number;
   readonly usage: Record<string, number>;
   readonly extra?: Record<string, number | string>;
 }
 
 async function usageOf(p: ProxyProc): Promise<Record<string, number>> {
   const body = JSON.parse((await httpGet(`${p.admin}/debug/shardcar`)).body) as { memory?: Record<string, number> };
-  return Object.fromEntries(Object.entries(body.memory ?? {}).map(([k, v]) => [k, toMB(v)]));
+  return Object.fromEntries(Object.entries(body.memory ?? {}).map(([k, v]) => [k, toMiB(v)]));
 }
 
 async function phase(name: string, p: ProxyProc, peak?: MemoryFigures, extra?: Record<string, number | string>): Promise<Phase> {
@@ -58,12 +66,13 @@ async function phase(name: string, p: ProxyProc, peak?: MemoryFigures, extra?: R
   const sm = smapsRollup(p.child.pid);
   return {
     phase: name,
-    ...(peak === undefined ? {} : { peakMB: toMB(peak.rss), peakAnonMB: toMB(peak.anon), peakPssMB: toMB(peak.pss) }),
-    rssMB: toMB(m.rss),
-    anonMB: toMB(m.anon),
-    fileMB: toMB(m.file),
-    pssMB: toMB(sm["Pss"] ?? Number.NaN),
-    privateDirtyMB: toMB(sm["Private_Dirty"] ?? Number.NaN),
+    ...(peak === undefined ? {} : { peakMiB: toMiB(peak.rss), peakAnonMiB: toMiB(peak.anon), peakPssMiB: toMiB(peak.pss) }),
+    rssMiB: toMiB(m.rss),
+    hwmMiB: toMiB(m.hwm),
+    anonMiB: toMiB(m.anon),
+    fileMiB: toMiB(m.file),
+    pssMiB: toMiB(sm["Pss"] ?? Number.NaN),
+    privateDirtyMiB: toMiB(sm["Private_Dirty"] ?? Number.NaN),
     usage: await usageOf(p),
     ...(extra === undefined ? {} : { extra }),
   };
@@ -86,7 +95,16 @@ async function bare(tls: BenchTls, nodeFlags: readonly string[], env: NodeJS.Pro
   const m = procMemory(c.pid);
   const sm = smapsRollup(c.pid);
   await c.stop();
-  return { phase: "bare node, same listeners", rssMB: toMB(m.rss), anonMB: toMB(m.anon), fileMB: toMB(m.file), pssMB: toMB(sm["Pss"] ?? Number.NaN), privateDirtyMB: toMB(sm["Private_Dirty"] ?? Number.NaN), usage: {} };
+  return { phase: "bare node, same listeners", rssMiB: toMiB(m.rss), hwmMiB: toMiB(m.hwm), anonMiB: toMiB(m.anon), fileMiB: toMiB(m.file), pssMiB: toMiB(sm["Pss"] ?? Number.NaN), privateDirtyMiB: toMiB(sm["Private_Dirty"] ?? Number.NaN), usage: {} };
+}
+
+/** A list read by curl, as a user would try it: its own socket buffers and rate limiter, not Node's. */
+function curlBody(url: string, caFile: string, bytesPerSecond: number | undefined): Promise<{ bytes: number; ms: number }> {
+  const t0 = performance.now();
+  const args = ["-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}", "--cacert", caFile, ...(bytesPerSecond === undefined ? [] : ["--limit-rate", String(bytesPerSecond)]), url];
+  return new Promise((resolve, reject) => {
+    execFile("curl", args, (err, stdout) => (err ? reject(new Error(`curl ${url}: ${err.message}`)) : resolve({ bytes: Number(stdout), ms: performance.now() - t0 })));
+  });
 }
 
 async function main(): Promise<void> {
@@ -103,19 +121,22 @@ async function main(): Promise<void> {
       snapshot: { type: "string" },
       bare: { type: "boolean", default: false },
       "skip-slow": { type: "boolean", default: false },
+      "skip-fast": { type: "boolean", default: false },
       timeline: { type: "boolean", default: false },
       "sidecar-env": { type: "boolean", default: false },
+      "without-sidecar-runtime": { type: "boolean", default: false },
       "proxy-output": { type: "boolean", default: false },
+      curl: { type: "boolean", default: false },
     },
   });
   const nodeFlags = (values["node-flags"] ?? "").split(" ").filter((f) => f !== "");
   // --env K=V,...; --sidecar-env: the sidecar's own settings (src/sidecar-runtime.ts) first.
   const extraEnv = Object.fromEntries((values.env ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-  const env = { ...(values["sidecar-env"] ? sidecarProcessEnv() : process.env), ...extraEnv };
+  const env = { ...(values["sidecar-env"] ? sidecarProcessEnv() : values["without-sidecar-runtime"] ? withoutSidecarRuntime() : process.env), ...extraEnv };
   const snapDir = values.snapshot === undefined ? undefined : values.snapshot === "" ? mkdtempSync(join(tmpdir(), "shardcar-heap-")) : values.snapshot;
   const tls = await benchTls("memprobe");
   const devapi = forkTs("devapi", DEVAPI, ["--pods", values.pods ?? "24000", "--cert", tls.certFile, "--key", tls.keyFile, "--gate", values.gate ?? "off"]);
-  const report: { load: string; phases: Phase[]; listMB?: number } = { load: "", phases: [] };
+  const report: { load: string; phases: Phase[]; listMiB?: number } = { load: "", phases: [] };
   try {
     const ready = await ask<{ url: string; pods: number }>(devapi, { type: "" }, "ready", 300_000);
     if (values.bare) report.phases.push(await bare(tls, nodeFlags, env));
@@ -132,7 +153,7 @@ async function main(): Promise<void> {
     await snapshot(proxy, snapDir, "idle");
     const listUrl = `${proxy.url}/api/v1/pods`;
     for (const [label, rate] of [
-      ["list, fast reader", undefined],
+      ["list, fast reader", values["skip-fast"] ? -1 : undefined],
       ["list, slow reader", values["skip-slow"] ? -1 : Number(values.rate)],
     ] as const) {
       if (rate === -1) continue;
@@ -143,9 +164,9 @@ async function main(): Promise<void> {
       const timeline: string[] = [];
       const tick = setInterval(() => {
         const io = procIo(proxy.child.pid);
-        void usageOf(proxy).then((u) => timeline.push(`client ${toMB(got)} MB, proxy read ${toMB(io.read - io0.read)} MB, wrote ${toMB(io.written - io0.written)} MB; rss ${u["rss"]} heapTotal ${u["heapTotal"]} external ${u["external"]} arrayBuffers ${u["arrayBuffers"]}`));
+        void usageOf(proxy).then((u) => timeline.push(`client ${toMiB(got)} MiB, proxy read ${toMiB(io.read - io0.read)} MiB, wrote ${toMiB(io.written - io0.written)} MiB; rss ${u["rss"]} heapTotal ${u["heapTotal"]} external ${u["external"]} arrayBuffers ${u["arrayBuffers"]}`));
       }, 1000);
-      const reading = readBody(listUrl, { ca: tls.caPem, onProgress: (b) => (got = b), ...(rate === undefined ? {} : { bytesPerSecond: rate }) });
+      const reading = values.curl ? curlBody(listUrl, tls.caFile, rate) : readBody(listUrl, { ca: tls.caPem, onProgress: (b) => (got = b), ...(rate === undefined ? {} : { bytesPerSecond: rate }) });
       if (rate !== undefined && snapDir !== undefined) {
         await sleep(8000);
         await snapshot(proxy, snapDir, "mid-list");
@@ -154,8 +175,8 @@ async function main(): Promise<void> {
       clearInterval(tick);
       const peak = sampler.stop();
       if (values.timeline) console.error(`${label}:\n  ${timeline.join("\n  ")}`);
-      report.listMB = toMB(r.bytes);
-      report.phases.push(await phase(label, proxy, peak, { listMB: toMB(r.bytes), seconds: Math.round(r.ms / 100) / 10, proxyCpuMs: procCpuMs(proxy.child.pid) - cpu0 }));
+      report.listMiB = toMiB(r.bytes);
+      report.phases.push(await phase(label, proxy, peak, { listMiB: toMiB(r.bytes), seconds: Math.round(r.ms / 100) / 10, proxyCpuMs: procCpuMs(proxy.child.pid) - cpu0 }));
       await sleep(2000);
       report.phases.push(await phase(`${label}, 2 s later`, proxy));
     }

@@ -9,12 +9,12 @@ import type { MemoryFigures } from "../../bench/lib/memory.ts";
 import { breakEven, podMemory } from "../../bench/lib/pod-memory.ts";
 import { full, quick, result } from "./results.ts";
 
-const MB = 1e6;
-const mem = (rssMB: number, anonMB: number): MemoryFigures => ({ rss: rssMB * MB, anon: anonMB * MB, pss: rssMB * MB });
-/** The quick run's break-even row for a controller floor and a sidecar peak (MB, in both measures), as p5m-client-go builds it. */
-function breakEvenRow(key: "rss" | "anon", floorMB: number, sidecarMB: number): BenchResult {
+const MiB = 1024 * 1024;
+const mem = (rssMiB: number, anonMiB: number): MemoryFigures => ({ rss: rssMiB * MiB, anon: anonMiB * MiB, pss: rssMiB * MiB });
+/** The quick run's break-even row for a controller floor and a sidecar peak (MiB, in both measures), as p5m-client-go builds it. */
+function breakEvenRow(key: "rss" | "anon", floorMiB: number, sidecarMiB: number): BenchResult {
   const points = [50, 55, 60].map((u) => ({ one: mem(u, u), pod: mem(60 + 0.9 * u, 60 + 0.9 * u) }));
-  const r = breakEven(key, points, true, mem(floorMB, floorMB), mem(sidecarMB, sidecarMB), {});
+  const r = breakEven(key, points, true, mem(floorMiB, floorMiB), mem(sidecarMiB, sidecarMiB), {});
   if (r === undefined) throw new Error("no break-even row");
   return r;
 }
@@ -27,13 +27,14 @@ t.test("a ratio target is met down to target·(1 − tolerance) in quick runs an
   t.equal(full(at(4)), "pass");
 });
 
-t.test("a maximum may grow by the tolerance in quick runs; targetMaxMB bounds only a figure in MB", async (t) => {
-  const rss = (mb: number, extra: Record<string, number>) => result({ id: "P6", name: "idle RSS", extra }, mb, "MB");
-  t.equal(quick(rss(80, { targetMaxMB: 64 })), "pass", "80 MB is within 64 MB + 25%");
-  t.equal(quick(rss(80.1, { targetMaxMB: 64 })), "fail");
-  t.equal(full(rss(64.5, { targetMaxMB: 64 })), "fail", "a full run judges the target itself");
+t.test("a maximum may grow by the tolerance in quick runs; targetMaxMiB bounds only a figure in MiB", async (t) => {
+  const rss = (mib: number, extra: Record<string, number>) => result({ id: "P6", name: "idle RSS", extra }, mib, "MiB");
+  t.equal(quick(rss(80, { targetMaxMiB: 64 })), "pass", "80 MiB is within 64 MiB + 25%");
+  t.equal(quick(rss(80.1, { targetMaxMiB: 64 })), "fail");
+  t.equal(full(rss(64.5, { targetMaxMiB: 64 })), "fail", "a full run judges the target itself");
+  t.equal(full(result({ id: "P6", name: "idle RSS", extra: { targetMaxMiB: 64 } }, 80, "MB")), "not judged", "a memory figure in another unit than MiB is not judged against a MiB bound");
   t.equal(full(rss(64.5, { targetMax: 64 })), "fail", "targetMax bounds any unit");
-  t.equal(full(result({ id: "P6", name: "ready", extra: { targetMaxMB: 64 } }, 500, "ms")), "not judged", "targetMaxMB is not a bound on milliseconds");
+  t.equal(full(result({ id: "P6", name: "ready", extra: { targetMaxMiB: 64 } }, 500, "ms")), "not judged", "targetMaxMiB is not a bound on milliseconds");
 });
 
 t.test("added latency is judged against targetMaxAddedMs, with the quick run's own latency tolerance", async (t) => {
@@ -68,15 +69,15 @@ t.test("a known miss passes a quick run at its ratchet, fails it beyond, and a f
   t.equal(quick(row(k.ratchet - 0.01)), "fail", "worse than the ratchet fails");
   t.equal(full(row(0.45)), "fail", "a full run judges the target");
   // The quick break-even: the controller's floor + 2 × the sidecar's peak.
-  const quickBreakEven = (floorMB: number) => breakEvenRow("rss", floorMB, 100);
+  const quickBreakEven = (floorMiB: number) => breakEvenRow("rss", floorMiB, 100);
   t.equal(quickBreakEven(100).candidate.value, 300);
-  t.equal(quick(quickBreakEven(100)), "pass", "the break-even's ratchet, 300 MB");
+  t.equal(quick(quickBreakEven(100)), "pass", "the break-even's ratchet, 300 MiB");
   t.equal(quick(quickBreakEven(101)), "fail");
 });
 
 t.test("the known-miss ratchets for P5m client-go at N = 2 are one per row: the RSS row's never stands in for the anonymous-memory row's", async (t) => {
-  // An unsharded client-go controller peaking at 54 MB RSS (40 MB anonymous),
-  // and a pod at N = 2 of 45 + 90 MB RSS (30 + 25 MB anonymous): RSS 0.40×
+  // An unsharded client-go controller peaking at 54 MiB RSS (40 MiB anonymous),
+  // and a pod at N = 2 of 45 + 90 MiB RSS (30 + 25 MiB anonymous): RSS 0.40×
   // (the known miss, above its ratchet), anonymous memory 0.73× (below 1× less 25%).
   const unsharded = { peak: mem(54, 40), rest: mem(50, 36) };
   const pod = { controllerPeak: mem(45, 30), proxyPeak: mem(90, 25), controllerRest: mem(40, 26), proxyRest: mem(85, 22) };
@@ -90,7 +91,7 @@ t.test("the known-miss ratchets for P5m client-go at N = 2 are one per row: the 
     t.equal(anon.target, 1, `gate ${gate}: the anonymous-memory row has a target`);
     t.equal(quick(anon), "pass", `gate ${gate}: the anonymous-memory row (0.73) is within its own ratchet`);
     t.match(quickChecksOf(anon)[0]?.known?.reason ?? "", /anonymous memory/, `gate ${gate}: judged by its own ratchet, not the RSS row's`);
-    // 0.32: a sidecar 70 MB heavier in anonymous memory, which the RSS
+    // 0.32: a sidecar 70 MiB heavier in anonymous memory, which the RSS
     // ratchet (0.36 of a larger RSS) would not see.
     const heavy = podMemory("client-go", 2, gate, [{ ...pod, proxyPeak: mem(90, 95) }], unsharded).find((r) => r.extra?.["metric"] === "pod-peak-anon");
     if (heavy === undefined) return t.fail("no anonymous-memory row");
@@ -106,7 +107,7 @@ t.test("the known-miss ratchets for P5m client-go at N = 2 are one per row: the 
 t.test("the break-even ratchet applies to the RSS break-even only", async (t) => {
   // Were the anonymous-memory break-even (reported today) given a bound, the RSS row's ratchet must not loosen it.
   const anon = breakEvenRow("anon", 100, 50);
-  t.equal(quick({ ...anon, extra: { ...anon.extra, targetMaxMB: 100 } }), "fail", "200 MB against a bound of 100 MB");
+  t.equal(quick({ ...anon, extra: { ...anon.extra, targetMaxMiB: 100 } }), "fail", "200 MiB against a bound of 100 MiB");
 });
 
 t.test("quickMinRatio bounds a ratio in quick runs as it stands, and is not judged in full runs", async (t) => {

@@ -10,20 +10,20 @@ import { breakEven } from "../../bench/lib/pod-memory.ts";
 import type { BenchResult } from "../../bench/lib/bench.ts";
 import { full, quick } from "./results.ts";
 
-const MB = 1e6;
-const mem = (mb: number): MemoryFigures => ({ rss: mb * MB, anon: mb * MB, pss: mb * MB });
+const MiB = 1024 * 1024;
+const mem = (mib: number): MemoryFigures => ({ rss: mib * MiB, anon: mib * MiB, pss: mib * MiB });
 /** The break-even row; throws when none was written, so a lost row fails the test. */
 function row(r: BenchResult | undefined): BenchResult {
   if (r === undefined) throw new Error("no break-even row");
   return r;
 }
-/** Points of a curve where the pod at N = 2 is `a + b × unsharded`, MB. */
+/** Points of a curve where the pod at N = 2 is `a + b × unsharded`, MiB. */
 const curve = (a: number, b: number, unsharded: readonly number[]) => unsharded.map((u) => ({ one: mem(u), pod: mem(a + b * u) }));
 
 t.test("P5m's full break-even is where the line through the curve crosses pod = unsharded", async (t) => {
   const r = breakEven("rss", curve(40, 0.5, [60, 100, 140]), false, mem(30), mem(25), {});
-  t.equal(r?.candidate.value, 80, "pod = 40 + U/2 crosses pod = U at 80 MB");
-  t.equal(full(row(r)), "pass", "≤ 100 MB");
+  t.equal(r?.candidate.value, 80, "pod = 40 + U/2 crosses pod = U at 80 MiB");
+  t.equal(full(row(r)), "pass", "≤ 100 MiB");
   const far = breakEven("rss", curve(90, 0.5, [60, 100, 140]), false, mem(30), mem(25), {});
   t.equal(far?.candidate.value, 180);
   t.equal(full(row(far)), "fail");
@@ -43,8 +43,8 @@ t.test("P5m's quick break-even is the controller's floor plus two sidecar peaks,
   t.equal(breakEven("rss", points, false, mem(40), mem(70), {})?.candidate.value, 600, "the line: 60 / (1 − 0.9)");
   const r = breakEven("rss", points, true, mem(40), mem(70), {});
   t.equal(r?.candidate.value, 180, "40 + 2 × 70");
-  t.equal(quick(row(r)), "pass", "within its known-miss ratchet (300 MB)");
-  t.equal(quick(row(breakEven("rss", points, true, mem(40), mem(140), {}))), "fail", "a sidecar twice as large: 320 MB");
+  t.equal(quick(row(r)), "pass", "within its known-miss ratchet (300 MiB)");
+  t.equal(quick(row(breakEven("rss", points, true, mem(40), mem(140), {}))), "fail", "a sidecar twice as large: 320 MiB");
   t.equal(breakEven("rss", points, true, undefined, mem(70), {})?.candidate.value, 600, "without a floor, the line");
 });
 
