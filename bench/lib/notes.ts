@@ -66,6 +66,7 @@ export const NOTES: Notes = {
     S2: note("s2"),
     S3: note("s3"),
     S4: note("s4"),
+    S5: note("s5"),
   },
   pending: {
     P7: "Pending: the ring is not integrated with the proxy yet.",

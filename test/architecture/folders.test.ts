@@ -73,7 +73,8 @@ const BENCH_MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   tools: ["lib", "children", "src"],
   // A forked process runs the code measured and nothing of the bench's own.
   children: ["src"],
-  lib: ["src"],
+  // A rig shared by benches (ring-rig.ts) forks the children it drives.
+  lib: ["src", "children"],
   src: [],
   "test/support": [],
 };
