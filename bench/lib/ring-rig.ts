@@ -5,8 +5,8 @@
  * --shards ring` processes, each with a client-node reflector in one fleet
  * process (bench/children/reflector-fleet.ts) as its controller.
  *
- * Members and their controllers run below the control plane
- * (`asWorkload`): on a cluster the apiserver has nodes of its own.
+ * Members and their controllers run below the control plane (`asWorkload`,
+ * `asControlPlane`): on a cluster the apiserver has nodes of its own.
  *
  * Exact coverage (`unsettled`): the committed table holds exactly the live
  * members with nothing pending, every proxy enforces its committed slots at
@@ -25,7 +25,7 @@ import { formatBound } from "../../src/shard/hash.ts";
 import { canonicalSelector } from "../../src/shard/selector.ts";
 import { slotOfValue } from "../../src/shard/slots.ts";
 import { DEFAULT_SLOT_COUNT, slotsOf, slotsToRanges } from "../../src/shard/table.ts";
-import { ask, asWorkload, CLI, forkTs, httpGet, sleep, start, stopAll, type Child } from "./proc.ts";
+import { ask, asControlPlane, asWorkload, CLI, forkTs, httpGet, sleep, start, stopAll, type Child } from "./proc.ts";
 import { benchTls, type BenchTls } from "./tls.ts";
 
 const DEVAPI = fileURLToPath(new URL("../children/scale-devapi.ts", import.meta.url));
@@ -170,7 +170,7 @@ export class RingRig {
 
   async start(): Promise<void> {
     const tls = (this.#tls = await benchTls(this.#o.name));
-    this.devapi = forkTs("devapi", DEVAPI, ["--pods", String(this.#o.pods), "--cert", tls.certFile, "--key", tls.keyFile], ["--max-old-space-size=8192"]);
+    this.devapi = asControlPlane(forkTs("devapi", DEVAPI, ["--pods", String(this.#o.pods), "--cert", tls.certFile, "--key", tls.keyFile], ["--max-old-space-size=8192"]));
     const ready = await ask<{ url: string }>(this.devapi, { type: "" }, "ready", 600_000);
     const { uids } = await ask<{ uids: string[] }>(this.devapi, { type: "inventory" }, "inventory", 120_000);
     this.uids = uids;
@@ -183,12 +183,12 @@ export class RingRig {
     this.fleet = asWorkload(forkTs("reflectors", FLEET, ["--ca", tls.caFile], ["--max-old-space-size=4096"]));
     await ask(this.fleet, { type: "" }, "ready", 60_000);
     // The manager as deployed (cert-manager mode: it reads tls.crt/tls.key from the bench's directory).
-    this.coordinator = start(
+    this.coordinator = asControlPlane(start(
       "manager",
       process.execPath,
       [CLI, "manager", "--image", "shardcar:bench", "--cert-mode", "cert-manager", "--cert-dir", tls.dir, "--namespace", NS, "--webhook-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
       { ...process.env, KUBECONFIG: writeKubeconfig(tls, ready.url, "manager") },
-    );
+    ));
     this.metricsUrl = (await this.coordinator.waitLine(/serving metrics on (\S+)/, 60_000))[1] ?? "";
     // The leader's own account of its terms and tables (stderr).
     if (this.#o.trace) traceLines(this.coordinator, /leader|abandon|refus|rebuil|step|lost|publish|commit|settl/i);
