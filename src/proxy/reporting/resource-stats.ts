@@ -31,7 +31,7 @@ export interface ResourceStats {
   /** Watches narrowed in place (synthetic DELETEDs instead of a relist). */
   narrowedWatches: number;
   syntheticDeletes: number;
-  /** DELETEDs sent again to resuming watches (see `LineageIndex.leftSince`). */
+  /** DELETEDs sent again to resuming watches (see `DeliveredIndex.leftSince`). */
   resentDeletes: number;
   errors: number;
   lastVerdict?: Verdict;

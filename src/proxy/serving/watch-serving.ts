@@ -70,7 +70,8 @@ export interface WatchServing {
   /**
    * A resuming watch: objects whose DELETEDs an earlier watch of its lineage
    * wrote at or after the resume point, which its client may never have
-   * read (`LineageIndex.leftSince`). They are sent again first.
+   * read (`DeliveredIndex.leftSince`; the shell asks only for a resuming
+   * watch). They are sent again first.
    */
   readonly resendDeletes: Resend | undefined;
   readonly onInitialEventsEnd: () => void;
@@ -137,7 +138,7 @@ export function serveWatch(o: WatchServing): ServedWatch {
   // Stamped with the resume point itself: a client cut again right after
   // them must resume from where the upstream stream starts, not later.
   const resend = o.resendDeletes;
-  if (resend !== undefined && isResumingWatch(q) && rv !== null) {
+  if (resend !== undefined && rv !== null) {
     // A stream that resumes sits between events from its start (no initial events), so this cannot be refused.
     if (filter.narrow(matcherFor(o.ranges), resend.objects.map((obj) => syntheticDelete(o.encoding, resend.type, obj, rv)))) o.onResent(resend.objects.length);
   }
